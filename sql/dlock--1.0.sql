@@ -1,0 +1,99 @@
+-- dlock 1.0: named, lease-aware advisory locks
+\echo Use "CREATE EXTENSION dlock" to load this file. \quit
+
+-- All functions but dlock_key and dlock_names take an advisory lock or change
+-- this session's record of them: VOLATILE and PARALLEL UNSAFE, like
+-- pg_advisory_lock.  None is STRICT: a NULL argument is an error, not a NULL.
+
+CREATE FUNCTION dlock_key(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_key'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION dlock_key(text) IS
+'the advisory-lock key of a name: the first 8 bytes of SHA-256 of its UTF-8 bytes, little-endian, as bigint';
+
+CREATE FUNCTION dlock_try(name text, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock(name text, timeout interval DEFAULT NULL,
+                           shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_try_xact(name text, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try_xact'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock_xact(name text, timeout interval DEFAULT NULL,
+                                shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock_xact'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_unlock(name text, shared boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_unlock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_unlock_all()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'dlock_unlock_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_renew(name text, lease interval DEFAULT NULL)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'dlock_renew'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_token(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_token'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- What every backend says it holds or awaits; use the dlock_locks view.
+CREATE FUNCTION dlock_names(
+    OUT pid integer, OUT database oid, OUT key bigint, OUT mode text, OUT name text,
+    OUT session_holds integer, OUT xact_holds integer, OUT waiting text,
+    OUT since timestamptz, OUT lease_expires timestamptz, OUT token bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_names'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+-- One row per held or awaited 64-bit advisory lock (pg_locks is the truth);
+-- the name and the rest come from dlock where it knows them.
+CREATE VIEW dlock_locks AS
+SELECT db.datname AS database,
+       n.name,
+       (l.classid::bigint << 32) | l.objid::bigint AS key,
+       CASE l.mode WHEN 'ExclusiveLock' THEN 'exclusive'
+                   WHEN 'ShareLock' THEN 'shared' ELSE l.mode END AS mode,
+       CASE WHEN NOT l.granted THEN n.waiting
+            WHEN n.session_holds > 0 AND n.xact_holds > 0 THEN 'session+transaction'
+            WHEN n.session_holds > 0 THEN 'session'
+            WHEN n.xact_holds > 0 THEN 'transaction' END AS scope,
+       l.granted,
+       l.pid,
+       a.usename AS username,
+       a.application_name,
+       a.client_addr,
+       CASE WHEN l.granted THEN n.since ELSE coalesce(l.waitstart, n.since) END AS since,
+       CASE WHEN l.granted THEN n.lease_expires END AS lease_expires,
+       CASE WHEN l.granted THEN n.token END AS token,
+       CASE WHEN NOT l.granted
+            THEN clock_timestamp() - coalesce(l.waitstart, n.since) END AS wait_time
+  FROM pg_catalog.pg_locks l
+  LEFT JOIN dlock_names() n
+         ON n.pid = l.pid AND n.database = l.database
+        AND n.key = ((l.classid::bigint << 32) | l.objid::bigint) AND n.mode = l.mode
+        AND (l.granted OR n.waiting IS NOT NULL)
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+  LEFT JOIN pg_catalog.pg_database db ON db.oid = l.database
+ WHERE l.locktype = 'advisory' AND l.objsubid = 1;
+
+COMMENT ON VIEW dlock_locks IS
+'held and awaited advisory locks with their dlock names, scope, lease and fencing token';

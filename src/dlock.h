@@ -1,0 +1,133 @@
+/*
+ * dlock.h: shared declarations of the dlock extension.
+ *
+ * dlock keeps no lock table of its own: every lock is a PostgreSQL advisory
+ * lock taken through the lock manager.  What dlock adds lives in two places:
+ *
+ *  - a per-backend "slot" in shared memory, written only by its own backend,
+ *    that remembers the name, mode, scope, start time, lease and fencing
+ *    token of each lock the backend holds or awaits (readers: the dlock_locks
+ *    view and the lease reaper, who use the slot's change counter to get a
+ *    consistent copy);
+ *  - a small global header with the fencing-token counter and the reaper's
+ *    wake-up time.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/lock.h"
+#include "storage/lwlock.h"
+
+/* Longest name, in bytes of its UTF-8 form (documented in README.md). */
+#define DLOCK_NAME_MAX 255
+
+/* Shortest lease the reaper enforces (documented in README.md). */
+#define DLOCK_MIN_LEASE_US ((int64) 100 * 1000)
+
+/*
+ * A transaction-scope holder whose lease ran out is first cancelled; if it
+ * still holds the lock this long afterwards (idle in transaction, or it
+ * swallowed the cancel), its session is terminated.
+ */
+#define DLOCK_CANCEL_GRACE_US ((int64) 1000 * 1000)
+
+/* Tokens are reserved on disk in blocks of this many. */
+#define DLOCK_TOKEN_BLOCK ((uint64) 1 << 32)
+
+/* The file, relative to the data directory, that holds the token ceiling. */
+#define DLOCK_TOKEN_FILE "pg_dlock_tokens"
+
+typedef enum DlockMode
+{
+	DLOCK_EXCLUSIVE = 0,
+	DLOCK_SHARED = 1
+} DlockMode;
+
+#define DlockLockMode(m) ((m) == DLOCK_SHARED ? ShareLock : ExclusiveLock)
+
+/* What an entry is waiting for, if anything. */
+#define DLOCK_WAIT_NONE		0
+#define DLOCK_WAIT_SESSION	1
+#define DLOCK_WAIT_XACT		2
+
+/*
+ * One named lock (a key and a mode) that a backend holds or awaits.  Holding
+ * the same name in both modes takes two entries, as pg_locks shows two rows.
+ */
+typedef struct DlockEntry
+{
+	int64		key;
+	TimestampTz since;			/* granted at (first grant of this hold), or
+								 * wait start while only waiting */
+	TimestampTz lease_expires;	/* 0: no lease */
+	int64		lease_us;		/* length of the last lease given */
+	int64		token;			/* fencing token of this hold; 0: none */
+	int32		nsession;		/* session-scope holds (re-entrant count) */
+	int32		nxact;			/* transaction-scope holds */
+	uint8		inuse;
+	uint8		mode;			/* DlockMode */
+	uint8		waiting;		/* DLOCK_WAIT_* */
+	uint8		pad;
+	uint16		namelen;
+	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
+} DlockEntry;
+
+typedef struct DlockSlot
+{
+	pg_atomic_uint32 changecount;	/* odd while the owner is writing */
+	int32		pid;			/* owner; 0 when unused */
+	Oid			dbid;
+	int32		nused;			/* entries[0 .. nused) may be in use */
+	DlockEntry	entries[FLEXIBLE_ARRAY_MEMBER];
+} DlockSlot;
+
+typedef struct DlockShared
+{
+	LWLock	   *token_lock;		/* serialises extending the token ceiling */
+	pg_atomic_uint64 token_next;	/* next token to hand out */
+	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
+	bool		tokens_ok;		/* false if the token file failed */
+	int			reaper_pgprocno;	/* -1 when no reaper runs */
+	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */
+	int			nslots;
+	int			entries_per_slot;
+	Size		slot_size;
+	/* slots follow, each slot_size bytes, MAXALIGNed */
+} DlockShared;
+
+/* dlock.c */
+extern DlockShared *dlock_shared;
+extern int	dlock_max_locks_per_session;
+extern DlockSlot *dlock_slot(int i);
+extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
+extern uint64 dlock_next_token(void);
+
+/* sha256.c */
+extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
+
+/* name.c */
+typedef struct DlockName
+{
+	text	   *arg;			/* the argument, for messages */
+	const char *utf8;			/* bytes that are hashed */
+	int			len;
+	int64		key;
+} DlockName;
+extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
+extern int64 dlock_key_bytes(const char *utf8, int len);
+extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
+extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
+extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+
+/* locks.c */
+extern void dlock_backend_exit(int code, Datum arg);
+
+/* reaper.c */
+extern PGDLLEXPORT void dlock_reaper_main(Datum arg);
+
+#endif							/* DLOCK_H */

@@ -1,0 +1,197 @@
+/*
+ * name.c: lock names, keys and argument checks.
+ *
+ * The key of a name is the first 8 bytes of the SHA-256 digest of the name's
+ * UTF-8 bytes, read as a little-endian signed 64-bit integer.  Any client can
+ * compute it (README.md has the recipe and test vectors), and it is the key
+ * of an ordinary bigint advisory lock: dlock_try('x') and
+ * pg_try_advisory_lock(dlock_key('x')) take the same lock.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "common/int.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+PG_FUNCTION_INFO_V1(dlock_key);
+
+int64
+dlock_key_bytes(const char *utf8, int len)
+{
+	uint8		digest[32];
+	uint64		k = 0;
+	int			i;
+
+	dlock_sha256((const uint8 *) utf8, len, digest);
+	for (i = 7; i >= 0; i--)
+		k = (k << 8) | digest[i];
+	return (int64) k;
+}
+
+/*
+ * A small per-backend cache of recent names and their keys: applications
+ * use a few names over and over, and a cheap hash plus a compare costs far
+ * less than SHA-256.  Direct-mapped; names longer than CACHE_NAME_MAX are
+ * always hashed.
+ */
+#define CACHE_SIZE 128
+#define CACHE_NAME_MAX 64
+
+typedef struct KeyCacheEntry
+{
+	int64		key;
+	int			len;			/* 0: empty */
+	char		name[CACHE_NAME_MAX];
+} KeyCacheEntry;
+
+static KeyCacheEntry *key_cache = NULL;
+
+static int64
+key_of(const char *utf8, int len)
+{
+	KeyCacheEntry *c;
+
+	if (len > CACHE_NAME_MAX)
+		return dlock_key_bytes(utf8, len);
+	if (unlikely(key_cache == NULL))
+		key_cache = MemoryContextAllocZero(TopMemoryContext,
+										   sizeof(KeyCacheEntry) * CACHE_SIZE);
+	c = &key_cache[hash_bytes((const unsigned char *) utf8, len) % CACHE_SIZE];
+	if (c->len != len || memcmp(c->name, utf8, len) != 0)
+	{
+		c->key = dlock_key_bytes(utf8, len);
+		memcpy(c->name, utf8, len);
+		c->len = len;
+	}
+	return c->key;
+}
+
+void
+dlock_set_locktag(LOCKTAG *tag, int64 key)
+{
+	/* the same tag as pg_advisory_lock(bigint) */
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) ((uint64) key >> 32), (uint32) key, 1);
+}
+
+/*
+ * Check and convert the lock-name argument: not null, not empty, at most
+ * DLOCK_NAME_MAX bytes once in UTF-8.  Fills in the bytes and the key.
+ */
+void
+dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
+{
+	text	   *t;
+	const char *s;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lock name must not be null")));
+	t = PG_GETARG_TEXT_PP(argno);
+	s = VARDATA_ANY(t);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name must not be empty")));
+
+	/*
+	 * A character takes at most 4 bytes in any server encoding and at least
+	 * one in UTF-8, so a longer text cannot fit: refuse it before converting.
+	 */
+	if (len > 4 * DLOCK_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name is too long"),
+				 errdetail("A lock name is at most %d bytes in UTF-8.",
+						   DLOCK_NAME_MAX)));
+	if (GetDatabaseEncoding() != PG_UTF8)
+	{
+		const char *u = pg_server_to_any(s, len, PG_UTF8);
+
+		if (u != s)
+		{
+			s = u;
+			len = strlen(u);
+		}
+	}
+	if (len > DLOCK_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lock name is too long"),
+				 errdetail("The name is %d bytes in UTF-8; a lock name is at most %d.",
+						   len, DLOCK_NAME_MAX)));
+	name->arg = t;
+	name->utf8 = s;
+	name->len = len;
+	name->key = key_of(s, len);
+}
+
+/*
+ * An interval argument in microseconds, or -1 for NULL.  Months count as 30
+ * days, as in EXTRACT(EPOCH FROM interval).
+ */
+int64
+dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	Interval   *iv;
+	int64		days;
+	int64		us;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	iv = PG_GETARG_INTERVAL_P(argno);
+	days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
+	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
+		pg_add_s64_overflow(us, iv->time, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("%s is out of range", what)));
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", what)));
+	return us;
+}
+
+/* now + lease_us, or an error if that is past the end of timestamptz */
+TimestampTz
+dlock_lease_end(TimestampTz now, int64 lease_us)
+{
+	TimestampTz end;
+
+	if (pg_add_s64_overflow(now, lease_us, &end) || !IS_VALID_TIMESTAMP(end))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("lease is out of range")));
+	return end;
+}
+
+bool
+dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", what)));
+	return PG_GETARG_BOOL(argno);
+}
+
+/* dlock_key(name text) returns bigint */
+Datum
+dlock_key(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	PG_RETURN_INT64(name.key);
+}

@@ -1,0 +1,111 @@
+/*
+ * view.c: dlock_names(), the names half of the dlock_locks view.
+ *
+ * Returns what every backend's slot says it holds or awaits.  The view joins
+ * this with pg_locks, which is the truth about what is held: a row here that
+ * pg_locks does not confirm is simply not shown.
+ */
+#include "postgres.h"
+
+#include "catalog/namespace.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+PG_FUNCTION_INFO_V1(dlock_names);
+
+#define DLOCK_NAMES_COLS 11
+
+/*
+ * The stored UTF-8 name in the database encoding, or NULL where it has a
+ * character the encoding lacks (a name taken in another database).
+ */
+static Datum
+name_datum(const DlockEntry *e, bool *isnull)
+{
+	int			enc = GetDatabaseEncoding();
+	Oid			proc;
+	char	   *buf;
+	int			done;
+
+	*isnull = false;
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+		return PointerGetDatum(cstring_to_text_with_len(e->name, e->namelen));
+	if (pg_encoding_verifymbstr(PG_UTF8, e->name, e->namelen) != e->namelen ||
+		!OidIsValid(proc = FindDefaultConversionProc(PG_UTF8, enc)))
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	buf = palloc((Size) e->namelen * MAX_CONVERSION_GROWTH + 1);
+	done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
+										 (unsigned char *) e->name, e->namelen,
+										 (unsigned char *) buf,
+										 e->namelen * MAX_CONVERSION_GROWTH + 1,
+										 true);
+	if (done != e->namelen)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	return PointerGetDatum(cstring_to_text(buf));
+}
+
+Datum
+dlock_names(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DlockSlot  *copy;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (dlock_shared == NULL)
+		return (Datum) 0;
+
+	copy = palloc(dlock_shared->slot_size);
+	for (i = 0; i < dlock_shared->nslots; i++)
+	{
+		DlockSlot  *slot = dlock_slot(i);
+		int			j;
+
+		if (slot->pid == 0)		/* unlocked peek; the copy is what counts */
+			continue;
+		dlock_read_slot(slot, copy);
+		for (j = 0; j < copy->nused; j++)
+		{
+			DlockEntry *e = &copy->entries[j];
+			Datum		values[DLOCK_NAMES_COLS];
+			bool		nulls[DLOCK_NAMES_COLS];
+
+			if (!e->inuse)
+				continue;
+			memset(nulls, 0, sizeof(nulls));
+			values[0] = Int32GetDatum(copy->pid);
+			values[1] = ObjectIdGetDatum(copy->dbid);
+			values[2] = Int64GetDatum(e->key);
+			values[3] = CStringGetTextDatum(e->mode == DLOCK_SHARED ?
+											"ShareLock" : "ExclusiveLock");
+			values[4] = name_datum(e, &nulls[4]);
+			values[5] = Int32GetDatum(e->nsession);
+			values[6] = Int32GetDatum(e->nxact);
+			if (e->waiting == DLOCK_WAIT_NONE)
+				nulls[7] = true;
+			else
+				values[7] = CStringGetTextDatum(e->waiting == DLOCK_WAIT_XACT ?
+												"transaction" : "session");
+			values[8] = TimestampTzGetDatum(e->since);
+			values[9] = TimestampTzGetDatum(e->lease_expires);
+			nulls[9] = (e->lease_expires == 0);
+			values[10] = Int64GetDatum(e->token);
+			nulls[10] = (e->token == 0);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	pfree(copy);
+	return (Datum) 0;
+}

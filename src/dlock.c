@@ -264,6 +264,14 @@ _PG_init(void)
 {
 	BackgroundWorker worker;
 
+	/*
+	 * Without preloading there is no shared memory to size, and a
+	 * PGC_POSTMASTER setting cannot be defined after start-up: plain locking
+	 * needs nothing more.
+	 */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
 	DefineCustomIntVariable("dlock.max_locks_per_session",
 							"Named locks each session can show in dlock_locks and give leases to.",
 							"Locks beyond this still work; they appear without a name and cannot have a lease.",
@@ -272,9 +280,6 @@ _PG_init(void)
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
-
-	if (!process_shared_preload_libraries_in_progress)
-		return;
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dlock_shmem_request;

@@ -574,6 +574,11 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		if (!e->inuse || e->nsession == 0)
 			continue;
 		dlock_set_locktag(&tag, e->key);
+		if (!LockHeldByMe(&tag, DlockLockMode(e->mode)))
+		{
+			forget_stale_session_hold(ref);
+			continue;
+		}
 		while (e->nsession > 0)
 		{
 			if (!LockRelease(&tag, DlockLockMode(e->mode), true))

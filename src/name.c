@@ -154,7 +154,7 @@ dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
 		pg_add_s64_overflow(us, iv->time, &us))
 		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s is out of range", what)));
 	if (us < 0)
 		ereport(ERROR,
@@ -171,7 +171,7 @@ dlock_lease_end(TimestampTz now, int64 lease_us)
 
 	if (pg_add_s64_overflow(now, lease_us, &end) || !IS_VALID_TIMESTAMP(end))
 		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease is out of range")));
 	return end;
 }

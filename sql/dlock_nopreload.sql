@@ -1,0 +1,30 @@
+-- run against a server WITHOUT dlock in shared_preload_libraries: plain
+-- locking works; names in the view, leases and tokens say what they need
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dlock;
+RESET client_min_messages;
+SHOW shared_preload_libraries;
+
+SELECT dlock_key('abc');
+SELECT dlock_try('plain'), dlock_try('plain'), dlock_lock('waited', '1s'), dlock_try('s', true);
+SELECT dlock_unlock('plain'), dlock_unlock('plain'), dlock_unlock('plain');
+BEGIN;
+SELECT dlock_try_xact('tx'), dlock_lock_xact('tx2', '1s');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+COMMIT;
+SELECT dlock_unlock_all();
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+
+-- the view still lists the locks (pg_locks), without names
+SELECT dlock_try('unnamed');
+SELECT name, key = dlock_key('unnamed') AS key_ok, mode, scope, granted FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT count(*) FROM dlock_names();
+
+-- leases and tokens need the library preloaded
+SELECT dlock_try('leased', lease => '1 minute');
+SELECT dlock_lock_xact('leased', '1s', false, '1 minute');
+SELECT dlock_renew('unnamed', '1 minute');
+SELECT dlock_token('unnamed');
+-- and nothing was taken by the failed calls
+SELECT dlock_unlock_all();
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();

@@ -287,8 +287,9 @@ _PG_init(void)
 	shmem_startup_hook = dlock_shmem_startup;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
+	/* a connection to no database: only so that pg_stat_activity shows it */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dlock");
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dlock_reaper_main");

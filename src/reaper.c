@@ -149,6 +149,8 @@ dlock_reaper_main(Datum arg)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("dlock lease reaper");
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "dlock reaper",
 								ALLOCSET_DEFAULT_SIZES);

@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""test/fault.py: dlock under faults, from a driver (psycopg2).
+
+Run by test/run against its scratch cluster (dlock preloaded):
+    python3 test/fault.py --port 54321
+It kills, cancels, stops and restarts things, so it needs root (it runs
+pg_ctl as postgres and signals server processes) and a cluster of its own.
+Prints one "ok - name" or "not ok - name" line per check, then
+"# all fault tests ran".
+
+Timing: the checks that a lease is enforced allow the lease plus a few
+seconds; they check that the lock comes back at all and in bounded time, not
+how fast (that is for benchmarks).
+"""
+import argparse
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+import psycopg2
+import psycopg2.errors
+
+ARGS = None
+RESULTS = []
+
+
+def datadir():
+    return "/tmp/dlock-%d/data" % ARGS.port
+
+
+def logfile():
+    return "/tmp/dlock-%d/log" % ARGS.port
+
+
+def connect(dbname="postgres", app="dlock-fault"):
+    conn = psycopg2.connect(host="/tmp/dlock-%d" % ARGS.port, port=ARGS.port,
+                            user="postgres", dbname=dbname, application_name=app)
+    conn.autocommit = True
+    return conn
+
+
+def q(conn, sql, params=None):
+    """The first column of the first row, or None."""
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        row = cur.fetchone() if cur.description else None
+        return row[0] if row else None
+
+
+def pid_of(conn):
+    return q(conn, "SELECT pg_backend_pid()")
+
+
+def log_size():
+    return os.path.getsize(logfile())
+
+
+def log_since(offset):
+    with open(logfile(), "rb") as f:
+        f.seek(offset)
+        return f.read().decode("utf-8", "replace")
+
+
+def pg_ctl(*args):
+    subprocess.run(["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl",
+                    "-D", datadir(), "-l", logfile(), "-w", "-t", "60"] + list(args),
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def wait_until(pred, timeout=20.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if pred():
+                return True
+        except psycopg2.Error:
+            pass
+        time.sleep(step)
+    return False
+
+
+def wait_for_server(timeout=60.0):
+    def up():
+        c = connect()
+        c.close()
+        return True
+    return wait_until(up, timeout, 0.2)
+
+
+def reaper_pid():
+    c = connect()
+    try:
+        return q(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock lease reaper'")
+    finally:
+        c.close()
+
+
+class Waiter(threading.Thread):
+    """Runs one statement on its own connection; keeps the result or error."""
+
+    def __init__(self, sql, params=None, setup=()):
+        super().__init__(daemon=True)
+        self.conn = connect(app="dlock-fault-waiter")
+        self.pid = pid_of(self.conn)
+        for s in setup:
+            q(self.conn, s)
+        self.sql, self.params = sql, params
+        self.result = self.error = None
+        self.elapsed = None
+
+    def run(self):
+        t0 = time.monotonic()
+        try:
+            self.result = q(self.conn, self.sql, self.params)
+        except psycopg2.Error as e:
+            self.error = e
+        self.elapsed = time.monotonic() - t0
+
+    def start_and_wait_blocked(self, observer):
+        self.start()
+        ok = wait_until(lambda: q(observer, "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                                  (self.pid,)))
+        if not ok:
+            raise AssertionError("waiter never blocked on the lock")
+
+
+def check(name):
+    def deco(fn):
+        def run():
+            try:
+                fn()
+                RESULTS.append((name, True))
+                print("ok - %s" % name, flush=True)
+            except Exception as e:  # noqa: BLE001 - a test reports every failure
+                RESULTS.append((name, False))
+                print("not ok - %s" % name, flush=True)
+                for line in traceback.format_exception(type(e), e, e.__traceback__)[-4:]:
+                    for part in line.rstrip().splitlines():
+                        print("#   " + part, flush=True)
+        run.check_name = name
+        return run
+    return deco
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+# ---- checks ---------------------------------------------------------------
+
+@check("driver: parameters, interval timeouts, named arguments")
+def t_driver():
+    c = connect()
+    expect(q(c, "SELECT dlock_try(%s)", ("driver-job",)) is True, "try")
+    expect(q(c, "SELECT dlock_lock(%s, %s)", ("driver-job", datetime.timedelta(seconds=2))) is True, "re-entrant lock")
+    expect(q(c, "SELECT dlock_lock(name => %s, timeout => %s, shared => %s)",
+             ("driver-shared", datetime.timedelta(milliseconds=500), True)) is True, "named args")
+    expect(q(c, "SELECT dlock_key(%s)", ("nightly-report",)) == -8663603374018903193, "key vector")
+    expect(q(c, "SELECT dlock_unlock_all()") == 2, "unlock_all counts names")
+    try:
+        q(c, "SELECT dlock_try(%s)", (None,))
+        raise AssertionError("NULL name accepted")
+    except psycopg2.errors.NullValueNotAllowed:
+        pass
+    c.close()
+
+
+@check("waiting: a timed wait sits in the lock queue (wait_event Lock/advisory), the view names it")
+def t_wait_is_queue():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('queued')")
+    w = Waiter("SELECT dlock_lock('queued', '30s')")
+    w.start_and_wait_blocked(obs)
+    ev = q(obs, "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = %s", (w.pid,))
+    expect(ev == "Lock/advisory", "wait event is %r" % ev)
+    row = q(obs, "SELECT row(name, scope, granted, wait_time > '0'::interval)::text FROM dlock_locks "
+                 "WHERE pid = %s", (w.pid,))
+    expect(row == "(queued,session,f,t)", "view row of the waiter: %r" % row)
+    q(a, "SELECT dlock_unlock('queued')")
+    w.join(10)
+    expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
+    expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'queued' AND NOT granted") == 0, "no waiter left")
+    for c in (a, obs, w.conn):
+        c.close()
+
+
+@check("waiting: cancel and statement_timeout are errors, not a false from the timeout")
+def t_wait_errors():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('cancelled')")
+    w = Waiter("SELECT dlock_lock('cancelled', '60s')")
+    w.start_and_wait_blocked(obs)
+    q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))
+    w.join(10)
+    expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "cancel gave %r / %r" % (w.result, w.error))
+    w2 = Waiter("SELECT dlock_lock('cancelled', '60s')", setup=["SET statement_timeout = '300ms'"])
+    w2.start()
+    w2.join(10)
+    expect(isinstance(w2.error, psycopg2.errors.QueryCanceled) and "statement timeout" in str(w2.error),
+           "statement_timeout gave %r / %r" % (w2.result, w2.error))
+    # neither left anything behind, and the waiters' sessions still work
+    expect(q(obs, "SELECT count(*) FROM dlock_names() WHERE pid IN (%s, %s)", (w.pid, w2.pid)) == 0, "entries left")
+    expect(q(w.conn, "SELECT dlock_lock('cancelled', '100ms')") is False, "session usable after cancel")
+    for c in (a, obs, w.conn, w2.conn):
+        c.close()
+
+
+@check("holder terminated: the waiter gets the lock, the holder's names are gone")
+def t_holder_terminated():
+    a, obs = connect(), connect()
+    apid = pid_of(a)
+    q(a, "SELECT dlock_try('terminated')")
+    w = Waiter("SELECT dlock_lock('terminated', '30s')")
+    w.start_and_wait_blocked(obs)
+    q(obs, "SELECT pg_terminate_backend(%s)", (apid,))
+    w.join(15)
+    expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_names() WHERE pid = %s", (apid,)) == 0),
+           "the terminated holder's slot still has entries")
+    expect(q(obs, "SELECT pid FROM dlock_locks WHERE name = 'terminated'") == w.pid, "view shows the new holder")
+    for c in (obs, w.conn):
+        c.close()
+
+
+@check("waiter terminated: it leaves the queue and the view, the holder is unaffected")
+def t_waiter_terminated():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('holder-stays')")
+    w = Waiter("SELECT dlock_lock('holder-stays')")
+    w.start_and_wait_blocked(obs)
+    q(obs, "SELECT pg_terminate_backend(%s)", (w.pid,))
+    w.join(15)
+    expect(w.error is not None, "terminated waiter returned %r" % w.result)
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'holder-stays'") == 1),
+           "view still shows the dead waiter")
+    expect(q(a, "SELECT dlock_unlock('holder-stays')") is True, "holder still holds")
+    for c in (a, obs):
+        c.close()
+
+
+def lease_run(name, holder_steps, expect_log, bound):
+    """A holder takes `name` with a 1s lease and runs holder_steps; a waiter
+    must get the lock within `bound` seconds; the log must say expect_log."""
+    off = log_size()
+    a, obs = connect(), connect()
+    apid = pid_of(a)
+    holder = threading.Thread(target=holder_steps, args=(a,), daemon=True)
+    holder.start()
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND granted", (name,)) == 1),
+           "holder never took the lock")
+    w = Waiter("SELECT dlock_lock(%s, '30s')", (name,))
+    w.start()
+    w.join(30)
+    expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
+    expect(w.elapsed < bound, "lock came back after %.1fs (bound %.1fs)" % (w.elapsed, bound))
+    expect(wait_until(lambda: all(s in log_since(off) for s in expect_log), 5),
+           "log lacks %r:\n%s" % (expect_log, log_since(off)))
+    holder.join(10)
+    obs.close()
+    w.conn.close()
+    return apid
+
+
+@check("lease, session scope: the holder's session is terminated, the waiter gets the lock, logged")
+def t_lease_session():
+    def holder(a):
+        q(a, "SELECT dlock_try('lease-s', lease => '1s')")
+        # then idle: the reaper must act without any help from this session
+    lease_run("lease-s", holder, ['dlock: lease of lock "lease-s"', "terminating its session"], 1 + 4)
+
+
+@check("lease, transaction scope, busy holder: its statement is cancelled, logged")
+def t_lease_xact_busy():
+    outcome = {}
+
+    def holder(a):
+        a.autocommit = False
+        q(a, "SELECT dlock_try_xact('lease-x', lease => '1s')")
+        try:
+            q(a, "SELECT pg_sleep(20)")
+            outcome["r"] = "not cancelled"
+        except psycopg2.errors.QueryCanceled:
+            outcome["r"] = "cancelled"
+            a.rollback()
+            outcome["alive"] = q(a, "SELECT 1") == 1
+    lease_run("lease-x", holder, ['dlock: lease of lock "lease-x"', "canceling its transaction"], 1 + 4)
+    expect(outcome.get("r") == "cancelled", "holder: %r" % outcome)
+    expect(outcome.get("alive"), "the cancelled holder's session should survive")
+
+
+@check("lease, transaction scope, idle in transaction: cancelled, then terminated, logged")
+def t_lease_xact_idle():
+    def holder(a):
+        a.autocommit = False
+        q(a, "SELECT dlock_try_xact('lease-idle', lease => '1s')")
+    lease_run("lease-idle", holder,
+              ['dlock: lease of lock "lease-idle"', "canceling its transaction",
+               "after its transaction was canceled; terminating its session"], 1 + 1 + 4)
+
+
+@check("lease renewed in time: the holder keeps the lock past the first lease")
+def t_lease_renew():
+    a, b = connect(), connect()
+    q(a, "SELECT dlock_try('renewed', lease => '1s')")
+    t_end = time.monotonic() + 3
+    while time.monotonic() < t_end:
+        q(a, "SELECT dlock_renew('renewed')")
+        time.sleep(0.3)
+    expect(q(b, "SELECT dlock_try('renewed')") is False, "another session got a renewed lock")
+    expect(q(a, "SELECT dlock_unlock('renewed')") is True, "holder lost a renewed lock")
+    a.close()
+    b.close()
+
+
+@check("renew after expiry fails (55P03) even if the reaper is late; the reaper then ends the holder")
+def t_renew_expired():
+    rp = reaper_pid()
+    expect(rp, "no reaper running")
+    a, obs = connect(), connect()
+    apid = pid_of(a)
+    os.kill(rp, signal.SIGSTOP)
+    try:
+        q(a, "SELECT dlock_try('too-late', lease => '100ms')")
+        time.sleep(0.3)
+        try:
+            q(a, "SELECT dlock_renew('too-late', '1 minute')")
+            raise AssertionError("renewed an expired lease")
+        except psycopg2.errors.LockNotAvailable as e:
+            expect("expired" in str(e), str(e))
+    finally:
+        os.kill(rp, signal.SIGCONT)
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (apid,)) == 0, 10),
+           "holder still alive")
+    obs.close()
+
+
+@check("reaper restarted after it dies, and enforces leases again")
+def t_reaper_restart():
+    rp = reaper_pid()
+    os.kill(rp, signal.SIGTERM)  # as a shutdown would; the postmaster restarts it
+    expect(wait_until(lambda: (reaper_pid() or rp) != rp, 15), "reaper did not come back")
+
+    def holder(a):
+        q(a, "SELECT dlock_try('after-reaper-restart', lease => '1s')")
+    lease_run("after-reaper-restart", holder, ['dlock: lease of lock "after-reaper-restart"'], 1 + 4)
+
+
+@check("names from another database: shown when the encoding can say them, else NULL with the key")
+def t_cross_db():
+    c = connect()
+    q(c, "DROP DATABASE IF EXISTS dlock_fault_latin1")
+    q(c, "CREATE DATABASE dlock_fault_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    l1 = connect("dlock_fault_latin1")
+    q(l1, "CREATE EXTENSION dlock")
+    q(c, "SELECT dlock_try('日本'), dlock_try('café')")
+    rows = {}
+    with l1.cursor() as cur:
+        cur.execute("SELECT key, name FROM dlock_locks WHERE pid = %s", (pid_of(c),))
+        for key, name in cur.fetchall():
+            rows[key] = name
+    k_jp = q(c, "SELECT dlock_key('日本')")
+    k_cafe = q(c, "SELECT dlock_key('café')")
+    expect(rows.get(k_cafe) == "café", "café shown as %r" % rows.get(k_cafe))
+    expect(k_jp in rows and rows[k_jp] is None, "日本 shown as %r" % rows.get(k_jp))
+    l1.close()
+    c.close()
+    c = connect()
+    q(c, "DROP DATABASE dlock_fault_latin1")
+    c.close()
+
+
+@check("clean restart: tokens keep increasing")
+def t_restart_tokens():
+    c = connect()
+    q(c, "SELECT dlock_try('tok')")
+    before = q(c, "SELECT dlock_token('tok')")
+    c.close()
+    pg_ctl("restart", "-m", "fast")
+    expect(wait_for_server(), "server did not come back")
+    c = connect()
+    q(c, "SELECT dlock_try('tok')")
+    after = q(c, "SELECT dlock_token('tok')")
+    expect(after > before, "token %d after restart is not above %d" % (after, before))
+    c.close()
+
+
+@check("holder killed (SIGKILL, crash restart): locks freed, tokens keep increasing, no stale names")
+def t_crash_restart():
+    a = connect()
+    q(a, "SELECT dlock_try('crash', lease => '1 hour')")
+    before = q(a, "SELECT dlock_token('crash')")
+    off = log_size()
+    os.kill(pid_of(a), signal.SIGKILL)
+    expect(wait_until(lambda: "all server processes terminated; reinitializing" in log_since(off), 30),
+           "no crash restart in the log")
+    expect(wait_for_server(), "server did not come back")
+    c = connect()
+    expect(wait_until(lambda: reaper_pid() is not None, 15), "no reaper after crash restart")
+    expect(q(c, "SELECT count(*) FROM dlock_names()") == 0, "names survived the crash")
+    expect(q(c, "SELECT dlock_try('crash')") is True, "lock not free after the crash")
+    after = q(c, "SELECT dlock_token('crash')")
+    expect(after > before, "token %d after crash is not above %d" % (after, before))
+    c.close()
+
+
+@check("damaged token file: tokens refused with a clear error, locking still works; restored file works")
+def t_token_file_damaged():
+    path = os.path.join(datadir(), "pg_dlock_tokens")
+    with open(path, "rb") as f:
+        good = f.read()
+    c = connect()
+    q(c, "SELECT dlock_try('tok2')")
+    before = q(c, "SELECT dlock_token('tok2')")
+    c.close()
+    pg_ctl("stop", "-m", "fast")
+    with open(path, "wb") as f:
+        f.write(b"garbage")
+    off = log_size()
+    pg_ctl("start")
+    try:
+        expect(wait_for_server(), "server did not come back")
+        expect('"pg_dlock_tokens" is damaged' in log_since(off), "log does not say the file is damaged")
+        c = connect()
+        expect(q(c, "SELECT dlock_try('tok2')") is True, "locking failed with a damaged token file")
+        try:
+            q(c, "SELECT dlock_token('tok2')")
+            raise AssertionError("token given with a damaged token file")
+        except psycopg2.errors.ObjectNotInPrerequisiteState as e:
+            expect("no fencing token" in str(e), str(e))
+        c.close()
+    finally:
+        pg_ctl("stop", "-m", "fast")
+        with open(path, "wb") as f:
+            f.write(good)
+        os.chown(path, *[os.stat(datadir()).st_uid, os.stat(datadir()).st_gid])
+        pg_ctl("start")
+    expect(wait_for_server(), "server did not come back")
+    c = connect()
+    q(c, "SELECT dlock_try('tok2')")
+    expect(q(c, "SELECT dlock_token('tok2')") > before, "token not above the one before the damage")
+    c.close()
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ARGS = ap.parse_args()
+    c = connect()
+    q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
+    c.close()
+    checks = [t_driver, t_wait_is_queue, t_wait_errors, t_holder_terminated, t_waiter_terminated,
+              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_renew_expired,
+              t_reaper_restart, t_cross_db, t_restart_tokens, t_crash_restart, t_token_file_damaged]
+    for fn in checks:
+        fn()
+    print("# all fault tests ran")
+    return 0 if all(ok for _, ok in RESULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

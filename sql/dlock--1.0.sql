@@ -95,5 +95,7 @@ SELECT db.datname AS database,
   LEFT JOIN pg_catalog.pg_database db ON db.oid = l.database
  WHERE l.locktype = 'advisory' AND l.objsubid = 1;
 
+GRANT SELECT ON dlock_locks TO PUBLIC;
+
 COMMENT ON VIEW dlock_locks IS
 'held and awaited advisory locks with their dlock names, scope, lease and fencing token';

@@ -41,6 +41,17 @@ SELECT name, mode, session_holds, xact_holds, waiting FROM dlock_names() WHERE p
 SELECT pg_advisory_unlock_all();
 SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid();
 
+-- a user without any privileges can lock, get tokens and leases, and read the view
+CREATE ROLE dlock_plain_user;
+SELECT dlock_try('superuser-lock');
+SET ROLE dlock_plain_user;
+SELECT dlock_try('plain-user-lock', lease => '1 hour'), dlock_token('plain-user-lock') > 0 AS has_token;
+SELECT name, username, application_name FROM dlock_locks WHERE name IS NOT NULL ORDER BY name;
+SELECT dlock_unlock_all();
+RESET ROLE;
+SELECT dlock_unlock_all();
+DROP ROLE dlock_plain_user;
+
 -- a database whose encoding is not UTF-8: names are hashed as UTF-8 (same key
 -- as anywhere else) and shown in the database's encoding
 SELECT dlock_key('café') AS cafe_key \gset

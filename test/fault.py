@@ -318,6 +318,18 @@ def t_lease_renew():
     b.close()
 
 
+@check("lease on a lock released behind dlock's back (pg_advisory_unlock_all): nobody is ended")
+def t_lease_released_elsewhere():
+    a = connect()
+    off = log_size()
+    q(a, "SELECT dlock_try('released-elsewhere', lease => '300ms')")
+    q(a, "SELECT pg_advisory_unlock_all()")
+    time.sleep(1.5)
+    expect(q(a, "SELECT 1") == 1, "the session was ended")
+    expect("released-elsewhere" not in log_since(off), "the reaper acted:\n" + log_since(off))
+    a.close()
+
+
 @check("renew after expiry fails (55P03) even if the reaper is late; the reaper then ends the holder")
 def t_renew_expired():
     rp = reaper_pid()
@@ -456,7 +468,7 @@ def main():
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_holder_terminated, t_waiter_terminated,
-              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_renew_expired,
+              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired,
               t_reaper_restart, t_cross_db, t_restart_tokens, t_crash_restart, t_token_file_damaged]
     for fn in checks:
         fn()

@@ -55,6 +55,7 @@ DROP ROLE dlock_plain_user;
 -- a database whose encoding is not UTF-8: names are hashed as UTF-8 (same key
 -- as anywhere else) and shown in the database's encoding
 SELECT dlock_key('café') AS cafe_key \gset
+\set regress_db :DBNAME
 CREATE DATABASE dlock_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
 \c dlock_latin1
 SET client_encoding = 'UTF8';
@@ -66,5 +67,5 @@ SELECT dlock_key('café') = :cafe_key AS same_key;
 SELECT dlock_try('café');
 SELECT name, key = :cafe_key AS same_key, database = current_database() AS this_db FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock('café');
-\c dlock_regression
+\c :regress_db
 DROP DATABASE dlock_latin1;

@@ -15,7 +15,7 @@ PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 # `make installcheck` runs REGRESS and ISOLATION against a server that has
 # dlock in shared_preload_libraries.  REGRESS_NOPRELOAD needs a server
 # without it.
-REGRESS = dlock_key dlock_basic dlock_errors dlock_xact dlock_view dlock_lease dlock_token
+REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_lease dlock_token
 REGRESS_NOPRELOAD = dlock_nopreload
 ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes
 ISOLATION_OPTS = --inputdir=test/isolation

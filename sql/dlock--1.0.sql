@@ -13,29 +13,68 @@ LANGUAGE C IMMUTABLE PARALLEL SAFE;
 COMMENT ON FUNCTION dlock_key(text) IS
 'the advisory-lock key of a name: the first 8 bytes of SHA-256 of its UTF-8 bytes, little-endian, as bigint';
 
-CREATE FUNCTION dlock_try(name text, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+-- The lock functions come in two forms each.  The full form takes the name
+-- as dlock_name, a domain over text with no constraints of its own, and has
+-- DEFAULT arguments, so that any argument can be left out or given by name
+-- (dlock_try('job', lease => '30s')).  The one-argument form takes text and
+-- is what a call with only a name resolves to: PostgreSQL re-reads and
+-- re-plans DEFAULT arguments on every statement that leaves them out, which
+-- costs more than taking the lock (test/bench).  A literal or a text value
+-- goes to the one-argument form; anything with more arguments goes to the
+-- full form.  Both run the same C function and behave alike.
+CREATE DOMAIN dlock_name AS text;
+
+COMMENT ON DOMAIN dlock_name IS
+'a lock name: text; the type of the name argument of the full forms of the dlock lock functions';
+
+CREATE FUNCTION dlock_try(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION dlock_lock(name text, timeout interval DEFAULT NULL,
+CREATE FUNCTION dlock_try(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock(name dlock_name, timeout interval DEFAULT NULL,
                            shared boolean DEFAULT false, lease interval DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION dlock_try_xact(name text, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+CREATE FUNCTION dlock_try_xact(name text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_xact'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION dlock_lock_xact(name text, timeout interval DEFAULT NULL,
+CREATE FUNCTION dlock_try_xact(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try_xact'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock_xact(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock_xact'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock_xact(name dlock_name, timeout interval DEFAULT NULL,
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_xact'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION dlock_unlock(name text, shared boolean DEFAULT false)
+CREATE FUNCTION dlock_unlock(name text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_unlock'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_unlock(name dlock_name, shared boolean DEFAULT false)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_unlock'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;

@@ -137,8 +137,10 @@ dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 }
 
 /*
- * An interval argument in microseconds, or -1 for NULL.  Months count as 30
- * days, as in EXTRACT(EPOCH FROM interval).
+ * An interval argument in microseconds, or -1 for NULL or for an argument the
+ * call does not have (the one-argument forms of the lock functions, see
+ * dlock--1.0.sql).  Months count as 30 days, as in EXTRACT(EPOCH FROM
+ * interval).
  */
 int64
 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
@@ -147,7 +149,7 @@ dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 	int64		days;
 	int64		us;
 
-	if (PG_ARGISNULL(argno))
+	if (argno >= PG_NARGS() || PG_ARGISNULL(argno))
 		return -1;
 	iv = PG_GETARG_INTERVAL_P(argno);
 	days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
@@ -176,9 +178,12 @@ dlock_lease_end(TimestampTz now, int64 lease_us)
 	return end;
 }
 
+/* A boolean argument; false for an argument the call does not have */
 bool
 dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 {
+	if (argno >= PG_NARGS())
+		return false;
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

@@ -19,7 +19,7 @@ need_root() {
 }
 
 # Debian packages this project needs; only missing ones are installed.
-DEPS=(postgresql-15 postgresql-server-dev-15 make gcc python3 python3-psycopg2)
+DEPS=(postgresql-15 postgresql-server-dev-15 make gcc python3 python3-psycopg2 pgbouncer)
 
 install_deps() {
 	local missing=() p

@@ -24,6 +24,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# every source file includes the shared header (PGXS tracks no header changes)
+$(OBJS) $(OBJS:.o=.bc): src/dlock.h
+
 # test/run reads the test lists from here
 print-%:
 	@echo $($*)

@@ -46,6 +46,7 @@ SELECT q, try_sql(q) FROM (VALUES
   ('SELECT dlock_try(''l'', lease => ''99ms'')'),
   ('SELECT dlock_lock(''l'', ''1s'', lease => ''0.0999 s'')'),
   ('SELECT dlock_try_xact(''l'', lease => ''300000 years'')'),
+  ('SELECT dlock_try(''l'', lease => ''106751990 days'')'),  -- ends past timestamptz
   ('SELECT dlock_lock(''l'', lease => ''2147483647 days'')'),
   -- renew and token need a hold
   ('SELECT dlock_renew(''not-held'', ''1s'')'),
@@ -74,10 +75,13 @@ SELECT count(*) FILTER (WHERE dlock_try('many-' || i)) FROM generate_series(1, 6
 SELECT dlock_try('many-65');
 SELECT try_sql('SELECT dlock_try(''many-66'', lease => ''1 hour'')');
 SELECT try_sql('SELECT dlock_renew(''many-65'', ''1 hour'')');
+-- taking it again with a lease: the same refusal, and no second hold
+SELECT try_sql('SELECT dlock_try(''many-65'', lease => ''1 hour'')');
 SELECT dlock_token('many-65') > dlock_token('many-64') AS overflow_has_token;
 SELECT count(*) AS named, count(*) FILTER (WHERE name IS NULL) AS unnamed
   FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock('many-65'), dlock_unlock('many-1');
+SELECT dlock_unlock('many-65');    -- held once only: false
 -- a freed entry can take a lease again
 SELECT dlock_try('many-66', lease => '1 hour');
 SELECT dlock_unlock_all();

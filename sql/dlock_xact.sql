@@ -99,6 +99,17 @@ PREPARE TRANSACTION 'dlock_test';
 SELECT * FROM my_locks;
 SELECT * FROM my_entries;
 
+-- many transaction locks in one transaction (more than dlock first makes room
+-- for): all recorded, all released at the end
+BEGIN;
+SELECT count(*) FILTER (WHERE dlock_try_xact('bulk-' || i)) FROM generate_series(1, 40) i;
+SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid() AND name LIKE 'bulk-%';
+SELECT count(*) FILTER (WHERE dlock_lock_xact('bulk-' || i, shared => true)) FROM generate_series(1, 40) i;
+-- 80 locks; names for the first 64 (dlock.max_locks_per_session)
+SELECT count(*) AS locks, count(name) AS named FROM dlock_locks WHERE pid = pg_backend_pid();
+COMMIT;
+SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid();
+
 -- the same names again, all free
 SELECT dlock_try('x1'), dlock_try('outer'), dlock_try('kept'), dlock_try('prepared');
 SELECT dlock_unlock_all();

@@ -20,6 +20,7 @@ PG_MODULE_MAGIC;
 
 DlockShared *dlock_shared = NULL;
 int			dlock_max_locks_per_session = 64;
+static int	dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -189,13 +190,17 @@ dlock_next_token(void)
 	if (likely(t < pg_atomic_read_u64(&s->token_ceiling)))
 		return t;
 
-	/* this block is used up: reserve the next one on disk first */
+	/*
+	 * This block is used up: reserve more on disk first.  One write covers
+	 * every token handed out so far, however far earlier failures to write
+	 * have pushed the counter.
+	 */
 	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
-	while (t >= pg_atomic_read_u64(&s->token_ceiling))
+	if (t >= pg_atomic_read_u64(&s->token_ceiling))
 	{
-		uint64		c = pg_atomic_read_u64(&s->token_ceiling) + DLOCK_TOKEN_BLOCK;
+		uint64		c = Max(pg_atomic_read_u64(&s->token_ceiling), t) + s->token_block;
 
-		if (!token_file_write(c))
+		if (c > (uint64) PG_INT64_MAX || !token_file_write(c))
 		{
 			LWLockRelease(s->token_lock);
 			return 0;
@@ -240,16 +245,17 @@ dlock_shmem_startup(void)
 		s->nslots = MaxBackends;
 		s->entries_per_slot = dlock_max_locks_per_session;
 		s->slot_size = dlock_slot_size();
+		s->token_block = dlock_token_reserve;
 
 		/*
 		 * Runs in the postmaster at start and after every crash: resume above
 		 * whatever an earlier life may have handed out, and reserve a block.
 		 */
 		s->tokens_ok = token_file_read(&start) &&
-			start <= PG_INT64_MAX - 2 * DLOCK_TOKEN_BLOCK &&
-			token_file_write(start + DLOCK_TOKEN_BLOCK);
+			start <= PG_INT64_MAX - 2 * s->token_block &&
+			token_file_write(start + s->token_block);
 		pg_atomic_init_u64(&s->token_next, start);
-		pg_atomic_init_u64(&s->token_ceiling, s->tokens_ok ? start + DLOCK_TOKEN_BLOCK : 0);
+		pg_atomic_init_u64(&s->token_ceiling, s->tokens_ok ? start + s->token_block : 0);
 
 		dlock_shared = s;
 		for (i = 0; i < s->nslots; i++)
@@ -278,6 +284,14 @@ _PG_init(void)
 							&dlock_max_locks_per_session,
 							64, 1, 4096,
 							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.token_reserve",
+							"Fencing tokens reserved on disk at a time.",
+							"The token file is written and fsynced at every start and once every this many tokens; "
+							"after a restart or crash, tokens resume above the last reservation.",
+							&dlock_token_reserve,
+							DLOCK_TOKEN_RESERVE_DEFAULT, 1, INT_MAX,
+							PGC_POSTMASTER, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
 

@@ -35,8 +35,8 @@
  */
 #define DLOCK_CANCEL_GRACE_US ((int64) 1000 * 1000)
 
-/* Tokens are reserved on disk in blocks of this many. */
-#define DLOCK_TOKEN_BLOCK ((uint64) 1 << 32)
+/* Tokens are reserved on disk in blocks of dlock.token_reserve, by default: */
+#define DLOCK_TOKEN_RESERVE_DEFAULT (1 << 30)
 
 /* The file, relative to the data directory, that holds the token ceiling. */
 #define DLOCK_TOKEN_FILE "pg_dlock_tokens"
@@ -91,6 +91,7 @@ typedef struct DlockShared
 	pg_atomic_uint64 token_next;	/* next token to hand out */
 	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
 	bool		tokens_ok;		/* false if the token file failed */
+	uint64		token_block;	/* dlock.token_reserve */
 	int			reaper_pgprocno;	/* -1 when no reaper runs */
 	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */
 	int			nslots;

@@ -352,11 +352,17 @@ def t_renew_expired():
     obs.close()
 
 
-@check("reaper restarted after it dies, and enforces leases again")
+@check("reaper restarted after it dies, survives a configuration reload, and enforces leases again")
 def t_reaper_restart():
     rp = reaper_pid()
     os.kill(rp, signal.SIGTERM)  # as a shutdown would; the postmaster restarts it
     expect(wait_until(lambda: (reaper_pid() or rp) != rp, 15), "reaper did not come back")
+    rp = reaper_pid()
+    c = connect()
+    q(c, "SELECT pg_reload_conf()")
+    c.close()
+    time.sleep(0.5)
+    expect(reaper_pid() == rp, "the reaper did not survive a reload")
 
     def holder(a):
         q(a, "SELECT dlock_try('after-reaper-restart', lease => '1s')")
@@ -421,6 +427,76 @@ def t_crash_restart():
     c.close()
 
 
+def token_ceiling_on_disk():
+    """The ceiling recorded in pg_dlock_tokens (magic, version, ceiling, crc)."""
+    with open(os.path.join(datadir(), "pg_dlock_tokens"), "rb") as f:
+        data = f.read()
+    return int.from_bytes(data[8:16], "little")
+
+
+@check("token reservations: a small dlock.token_reserve is renewed on disk as used, survives write errors and crashes")
+def t_token_reserve():
+    c = connect()
+    q(c, "ALTER SYSTEM SET dlock.token_reserve = 3")
+    c.close()
+    pg_ctl("restart", "-m", "fast")
+    try:
+        expect(wait_for_server(), "server did not come back")
+        c = connect()
+        expect(q(c, "SHOW dlock.token_reserve") == "3", "setting not in effect")
+        tokens = []
+        for i in range(10):
+            q(c, "SELECT dlock_try('reserve')")
+            tokens.append(q(c, "SELECT dlock_token('reserve')"))
+            q(c, "SELECT dlock_unlock('reserve')")
+            ceiling = token_ceiling_on_disk()
+            expect(tokens[-1] < ceiling <= tokens[-1] + 3,
+                   "token %d, ceiling on disk %d" % (tokens[-1], ceiling))
+        expect(all(a < b for a, b in zip(tokens, tokens[1:])), "tokens not increasing: %r" % tokens)
+
+        # the next reservation cannot be written: locks still work, without tokens
+        tmp = os.path.join(datadir(), "pg_dlock_tokens.tmp")
+        os.mkdir(tmp)
+        off = log_size()
+        refused = 0
+        try:
+            for i in range(5):
+                expect(q(c, "SELECT dlock_try('reserve')") is True, "locking failed")
+                try:
+                    tokens.append(q(c, "SELECT dlock_token('reserve')"))
+                except psycopg2.errors.ObjectNotInPrerequisiteState as e:
+                    expect("has no fencing token" in str(e), str(e))
+                    refused += 1
+                q(c, "SELECT dlock_unlock('reserve')")
+        finally:
+            os.rmdir(tmp)
+        expect(refused >= 2, "only %d acquisitions went without a token" % refused)
+        expect('could not create "pg_dlock_tokens.tmp"' in log_since(off), "the log does not say why")
+        # writable again: tokens resume above every one given out
+        q(c, "SELECT dlock_try('reserve')")
+        t = q(c, "SELECT dlock_token('reserve')")
+        expect(t > max(tokens), "token %d after the failure is not above %d" % (t, max(tokens)))
+        tokens.append(t)
+
+        # and a crash restart resumes above them too
+        off = log_size()
+        os.kill(pid_of(c), signal.SIGKILL)
+        expect(wait_until(lambda: "all server processes terminated; reinitializing" in log_since(off), 30),
+               "no crash restart in the log")
+        expect(wait_for_server(), "server did not come back")
+        c = connect()
+        q(c, "SELECT dlock_try('reserve')")
+        t = q(c, "SELECT dlock_token('reserve')")
+        expect(t > max(tokens), "token %d after the crash is not above %d" % (t, max(tokens)))
+        c.close()
+    finally:
+        c = connect()
+        q(c, "ALTER SYSTEM RESET dlock.token_reserve")
+        c.close()
+        pg_ctl("restart", "-m", "fast")
+        wait_for_server()
+
+
 @check("damaged token file: tokens refused with a clear error, locking still works; restored file works")
 def t_token_file_damaged():
     path = os.path.join(datadir(), "pg_dlock_tokens")
@@ -469,7 +545,7 @@ def main():
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_holder_terminated, t_waiter_terminated,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired,
-              t_reaper_restart, t_cross_db, t_restart_tokens, t_crash_restart, t_token_file_damaged]
+              t_reaper_restart, t_cross_db, t_restart_tokens, t_crash_restart, t_token_reserve, t_token_file_damaged]
     for fn in checks:
         fn()
     print("# all fault tests ran")

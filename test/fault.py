@@ -408,16 +408,21 @@ def t_restart_tokens():
     c.close()
 
 
+def crash_server_via(conn):
+    """SIGKILL conn's backend: the postmaster restarts every process."""
+    off = log_size()
+    os.kill(pid_of(conn), signal.SIGKILL)
+    expect(wait_until(lambda: "all server processes terminated; reinitializing" in log_since(off), 30),
+           "no crash restart in the log")
+    expect(wait_for_server(), "server did not come back")
+
+
 @check("holder killed (SIGKILL, crash restart): locks freed, tokens keep increasing, no stale names")
 def t_crash_restart():
     a = connect()
     q(a, "SELECT dlock_try('crash', lease => '1 hour')")
     before = q(a, "SELECT dlock_token('crash')")
-    off = log_size()
-    os.kill(pid_of(a), signal.SIGKILL)
-    expect(wait_until(lambda: "all server processes terminated; reinitializing" in log_since(off), 30),
-           "no crash restart in the log")
-    expect(wait_for_server(), "server did not come back")
+    crash_server_via(a)
     c = connect()
     expect(wait_until(lambda: reaper_pid() is not None, 15), "no reaper after crash restart")
     expect(q(c, "SELECT count(*) FROM dlock_names()") == 0, "names survived the crash")
@@ -479,11 +484,7 @@ def t_token_reserve():
         tokens.append(t)
 
         # and a crash restart resumes above them too
-        off = log_size()
-        os.kill(pid_of(c), signal.SIGKILL)
-        expect(wait_until(lambda: "all server processes terminated; reinitializing" in log_since(off), 30),
-               "no crash restart in the log")
-        expect(wait_for_server(), "server did not come back")
+        crash_server_via(c)
         c = connect()
         q(c, "SELECT dlock_try('reserve')")
         t = q(c, "SELECT dlock_token('reserve')")

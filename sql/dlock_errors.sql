@@ -86,6 +86,14 @@ SELECT dlock_unlock('many-65');    -- held once only: false
 SELECT dlock_try('many-66', lease => '1 hour');
 SELECT dlock_unlock_all();
 SELECT held();
+-- a full slot of holds released behind dlock's back (pg_advisory_unlock_all,
+-- DISCARD ALL) is reclaimed: a new name gets an entry, a lease and its name
+SELECT count(*) FILTER (WHERE dlock_try('swept-' || i)) FROM generate_series(1, 64) i;
+SELECT pg_advisory_unlock_all();
+SELECT dlock_try('after-sweep', lease => '1 hour');
+SELECT name, lease_expires IS NOT NULL AS has_lease FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock_all();
+SELECT held();
 
 -- a full shared lock table (max_locks_per_transaction): the lock manager's own
 -- error, and every lock taken before it is known to dlock (released here in

@@ -62,16 +62,25 @@ dlock_slot(int i)
 
 /*
  * Copy a slot consistently: retry while its owner is in the middle of a
- * change.  The owner's changes are a few stores, so this rarely loops.
+ * change.  The owner's changes are a few stores, so this rarely loops; if
+ * the owner is descheduled or stopped in between, the reader sleeps a little
+ * between tries and can be cancelled.
  */
 void
 dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 {
+	int			tries = 0;
+
 	for (;;)
 	{
 		uint32		before = pg_atomic_read_u32(&src->changecount);
 		int			n;
 
+		if (++tries % 1000 == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
 		if (before & 1)
 		{
 			pg_spin_delay();

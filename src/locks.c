@@ -23,12 +23,14 @@
 #include "access/xact.h"
 #include "common/int.h"
 #include "fmgr.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
@@ -65,6 +67,8 @@ static int	n_xact_holds = 0;
 static int	max_xact_holds = 0;
 
 static void xact_callback(XactEvent event, void *arg);
+static bool sweep_stale_entries(void);
+static void forget_stale_session_hold(int ref);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 
@@ -191,6 +195,11 @@ entry_for(const DlockName *name, uint8 mode, bool need_shared)
 	for (i = 0; i < my_cap; i++)
 		if (!my_slot->entries[i].inuse)
 			return i;
+	/* full: drop holds released behind dlock's back, then look again */
+	if (my_cap > 0 && sweep_stale_entries())
+		for (i = 0; i < my_cap; i++)
+			if (!my_slot->entries[i].inuse)
+				return i;
 	if (need_shared)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -299,14 +308,20 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool fresh,
 	DlockEntry *e = entry_at(ref);
 	TimestampTz expires = 0;
 
+	bool		start = fresh || !e->inuse || (e->nsession == 0 && e->nxact == 0);
+	int64		token = 0;
+
 	/* lease_arg() checked that this cannot overflow */
 	if (lease_us >= 0)
 		expires = GetCurrentTimestamp() + lease_us;
+	/* before change_begin: it may write the token file, and readers wait */
+	if (start)
+		token = (int64) dlock_next_token();
 	change_begin(ref);
-	if (fresh || !e->inuse || (e->nsession == 0 && e->nxact == 0))
+	if (start)
 	{
 		entry_start(ref, name, mode);
-		e->token = (int64) dlock_next_token();
+		e->token = token;
 	}
 	e->waiting = DLOCK_WAIT_NONE;
 	if (xact)
@@ -347,6 +362,34 @@ forget_stale_session_hold(int ref)
 	change_end(ref);
 }
 
+/*
+ * Forget every session hold in the shared slot that the lock manager no
+ * longer has; true if that freed an entry.
+ */
+static bool
+sweep_stale_entries(void)
+{
+	bool		freed = false;
+	int			i;
+
+	for (i = 0; i < my_slot->nused; i++)
+	{
+		DlockEntry *e = &my_slot->entries[i];
+		LOCKTAG		tag;
+
+		if (!e->inuse || e->nsession == 0 || e->nxact > 0 ||
+			e->waiting != DLOCK_WAIT_NONE)
+			continue;
+		dlock_set_locktag(&tag, e->key);
+		if (!LockHeldByMe(&tag, DlockLockMode(e->mode)))
+		{
+			forget_stale_session_hold(i);
+			freed = true;
+		}
+	}
+	return freed;
+}
+
 static void
 set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what)
 {
@@ -373,6 +416,8 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
 	int			saved_timeout = LockTimeout;
 	MemoryContext cxt = CurrentMemoryContext;
+	bool		stmt_armed = get_timeout_active(STATEMENT_TIMEOUT);
+	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
 
 	set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION);
 	PG_TRY();
@@ -381,6 +426,16 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 			LockTimeout = (int) ((timeout_us + 999) / 1000);
 		res = LockAcquire(tag, lockmode, !xact, false);
 		LockTimeout = saved_timeout;
+
+		/*
+		 * Our deadline passed after the grant but before the lock manager
+		 * disarmed the timer: the lock is ours, and the cancel the timer
+		 * queued is not meant for anyone (unless the statement's own timeout
+		 * has fired too).
+		 */
+		if (timeout_us >= 0 && get_timeout_indicator(LOCK_TIMEOUT, true) &&
+			!get_timeout_indicator(STATEMENT_TIMEOUT, false))
+			QueryCancelPending = false;
 	}
 	PG_CATCH();
 	{
@@ -392,8 +447,34 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		edata = CopyErrorData();
 		if (timeout_us < 0 || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 		{
+			/*
+			 * A cancel, a timeout or a signal can be handled right after the
+			 * lock manager granted the lock (LockErrorCleanup keeps a grant
+			 * it finds).  The caller sees an error, so it must not hold the
+			 * lock: a transaction-scope lock goes with the abort, a session
+			 * one would outlive it, unrecorded.
+			 */
+			if (!xact && LockHeldByMe(tag, lockmode))
+				LockRelease(tag, lockmode, true);
 			FreeErrorData(edata);
 			PG_RE_THROW();
+		}
+		FreeErrorData(edata);
+		FlushErrorState();
+
+		/*
+		 * Our deadline, and the statement's came too: the lock manager
+		 * reports only the earlier (ours, on a tie) and clears both, and
+		 * returning false would let the statement run on without its
+		 * statement_timeout.
+		 */
+		if (stmt_armed && GetCurrentTimestamp() >= stmt_deadline)
+		{
+			if (!xact && LockHeldByMe(tag, lockmode))
+				LockRelease(tag, lockmode, true);
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling statement due to statement timeout")));
 		}
 
 		/*
@@ -401,8 +482,6 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		 * queue (LockErrorCleanup); if it granted the lock in that same
 		 * instant, the lock is ours, and we say so.
 		 */
-		FreeErrorData(edata);
-		FlushErrorState();
 		res = LockHeldByMe(tag, lockmode) ? LOCKACQUIRE_OK : LOCKACQUIRE_NOT_AVAIL;
 	}
 	PG_END_TRY();
@@ -437,6 +516,31 @@ lease_arg(FunctionCallInfo fcinfo, int argno)
 	/* with a day to spare, so that adding it later cannot overflow */
 	(void) dlock_lease_end(GetCurrentTimestamp() + USECS_PER_DAY, lease_us);
 	return lease_us;
+}
+
+/* The error for a hold whose lease has run out: it is being taken away. */
+static void
+lease_expired(const char *name, TimestampTz expired, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("%slease of lock \"%s\" expired at %s",
+					what, name, timestamptz_to_str(expired)),
+			 errdetail("The lock is being taken away from this session.")));
+}
+
+/*
+ * A hold of this session whose lease has run out (and that the lock manager
+ * still has): taking it again must not bring it back.
+ */
+static void
+refuse_expired(int ref, const DlockName *name, const LOCKTAG *tag, LOCKMODE lockmode)
+{
+	DlockEntry *e = entry_at(ref);
+
+	if (e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
+		e->lease_expires <= GetCurrentTimestamp() && LockHeldByMe(tag, lockmode))
+		lease_expired(display_name(name), e->lease_expires, "");
 }
 
 /*
@@ -480,6 +584,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 		reserve_xact_hold();
 
 	dlock_set_locktag(&tag, name.key);
+	refuse_expired(ref, &name, &tag, lockmode);
 	res = LockAcquire(&tag, lockmode, !xact, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -649,6 +754,8 @@ dlock_renew(PG_FUNCTION_ARGS)
 	int			i;
 	TimestampTz now;
 	TimestampTz expires = 0;
+	TimestampTz old_expires[2];
+	int64		old_us[2];
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = lease_arg(fcinfo, 1);
@@ -664,11 +771,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 		DlockEntry *e = entry_at(refs[i]);
 
 		if (e->lease_expires != 0 && e->lease_expires <= now)
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("lease of lock \"%s\" expired at %s",
-							display_name(&name), timestamptz_to_str(e->lease_expires)),
-					 errdetail("The lock is being taken away from this session.")));
+			lease_expired(display_name(&name), e->lease_expires, "");
 		if (lease_us < 0 && e->lease_us == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -685,12 +788,36 @@ dlock_renew(PG_FUNCTION_ARGS)
 		DlockEntry *e = entry_at(refs[i]);
 		int64		len = lease_us >= 0 ? lease_us : e->lease_us;
 
+		old_expires[i] = e->lease_expires;
+		old_us[i] = e->lease_us;
 		expires = dlock_lease_end(now, len);
 		change_begin(refs[i]);
 		e->lease_us = len;
 		e->lease_expires = expires;
 		change_end(refs[i]);
 	}
+
+	/*
+	 * If an old lease ran out while we were at it, the reaper may have seen
+	 * it expired and be ending this session already: put it back and fail,
+	 * so that the caller is never told yes while being taken away.
+	 */
+	now = GetCurrentTimestamp();
+	for (i = 0; i < n; i++)
+		if (old_expires[i] != 0 && old_expires[i] <= now)
+		{
+			for (int j = 0; j < n; j++)
+			{
+				DlockEntry *e = entry_at(refs[j]);
+
+				change_begin(refs[j]);
+				e->lease_us = old_us[j];
+				e->lease_expires = old_expires[j];
+				change_end(refs[j]);
+			}
+			wake_reaper(old_expires[i]);
+			lease_expired(display_name(&name), old_expires[i], "");
+		}
 	wake_reaper(expires);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }
@@ -734,12 +861,44 @@ drop_xact_hold(int i)
 	xact_holds[i] = xact_holds[--n_xact_holds];
 }
 
+/*
+ * At commit: no hold of this session may have a lease that has run out.  The
+ * reaper is ending this session or transaction, and a stale holder must not
+ * commit anything meanwhile, however late the reaper is.
+ */
+static void
+refuse_commit_after_expiry(void)
+{
+	TimestampTz now = 0;
+	int			i;
+
+	for (i = 0; i < my_slot->nused; i++)
+	{
+		DlockEntry *e = &my_slot->entries[i];
+		LOCKTAG		tag;
+
+		if (!e->inuse || e->lease_expires == 0 || e->nsession + e->nxact == 0)
+			continue;
+		if (now == 0)
+			now = GetCurrentTimestamp();
+		if (e->lease_expires > now)
+			continue;
+		dlock_set_locktag(&tag, e->key);
+		if (LockHeldByMe(&tag, DlockLockMode(e->mode)))
+			lease_expired(pg_any_to_server(pnstrdup(e->name, e->namelen), e->namelen, PG_UTF8),
+						  e->lease_expires, "cannot commit: the ");
+	}
+}
+
 static void
 xact_callback(XactEvent event, void *arg)
 {
 	int			i;
 
 	(void) arg;
+	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT) &&
+		my_slot != NULL && my_slot->nused > 0)
+		refuse_commit_after_expiry();
 	if (n_xact_holds == 0)
 		return;
 	switch (event)

@@ -267,6 +267,112 @@ def lease_run(name, holder_steps, expect_log, bound):
     return apid
 
 
+@check("grant and cancel in one instant (waiter stopped): the call fails and does not keep the lock")
+def t_grant_then_cancel():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('grant-cancel')")
+    w = Waiter("SELECT dlock_lock('grant-cancel', '60s', lease => '1 min')")
+    w.start_and_wait_blocked(obs)
+    os.kill(w.pid, signal.SIGSTOP)
+    try:
+        q(a, "SELECT dlock_unlock('grant-cancel')")       # granted to the stopped waiter
+        q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))  # and cancelled before it runs
+    finally:
+        os.kill(w.pid, signal.SIGCONT)
+    w.join(10)
+    expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "waiter got %r / %r" % (w.result, w.error))
+    expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (w.pid,)) == 0,
+           "the cancelled waiter still holds the lock")
+    expect(q(obs, "SELECT dlock_try('grant-cancel')") is True, "the lock is not free")
+    for c in (a, obs, w.conn):
+        c.close()
+
+
+@check("grant and deadline in one instant (waiter stopped): true, and the lock is held and named")
+def t_grant_at_deadline():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('grant-deadline')")
+    w = Waiter("SELECT dlock_lock('grant-deadline', '300ms')")
+    w.start_and_wait_blocked(obs)
+    os.kill(w.pid, signal.SIGSTOP)
+    try:
+        q(a, "SELECT dlock_unlock('grant-deadline')")
+        time.sleep(0.6)                                   # the deadline passes while stopped
+    finally:
+        os.kill(w.pid, signal.SIGCONT)
+    w.join(10)
+    expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
+    expect(q(obs, "SELECT pid FROM dlock_locks WHERE name = 'grant-deadline' AND granted") == w.pid,
+           "the view does not show the waiter holding it")
+    expect(q(w.conn, "SELECT dlock_unlock('grant-deadline')") is True, "not held")
+    for c in (a, obs, w.conn):
+        c.close()
+
+
+@check("timeout and statement_timeout both passed (waiter stopped): the statement timeout is raised, not false")
+def t_deadline_and_statement_timeout():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('two-deadlines')")
+    w = Waiter("SELECT dlock_lock('two-deadlines', '300ms')", setup=["SET statement_timeout = '500ms'"])
+    w.start_and_wait_blocked(obs)
+    os.kill(w.pid, signal.SIGSTOP)
+    time.sleep(1.0)                                       # both deadlines pass while stopped
+    os.kill(w.pid, signal.SIGCONT)
+    w.join(10)
+    expect(isinstance(w.error, psycopg2.errors.QueryCanceled) and "statement timeout" in str(w.error),
+           "waiter got %r / %r" % (w.result, w.error))
+    for c in (a, obs, w.conn):
+        c.close()
+
+
+@check("reaper stopped: a holder past its lease cannot commit, nor take the lock again; then it is ended")
+def t_expired_cannot_commit():
+    rp = reaper_pid()
+    a = connect()
+    b = connect()
+    b.autocommit = False
+    os.kill(rp, signal.SIGSTOP)
+    try:
+        q(a, "SELECT dlock_try('stale-s', lease => '200ms')")
+        with b.cursor() as cur:
+            cur.execute("SELECT dlock_try_xact('stale-x', lease => '200ms')")
+        time.sleep(0.5)
+        # session scope: any commit fails; taking it again fails
+        for sql in ("SELECT 1", "SELECT dlock_try('stale-s')", "SELECT dlock_lock('stale-s', lease => '1 hour')"):
+            try:
+                q(a, sql)
+                raise AssertionError("%s succeeded past the lease" % sql)
+            except psycopg2.errors.LockNotAvailable as e:
+                expect("expired at" in str(e), str(e))
+        # transaction scope: taking it again and committing fail
+        try:
+            with b.cursor() as cur:
+                cur.execute("SELECT dlock_try_xact('stale-x', lease => '1 hour')")
+            raise AssertionError("re-taken past the lease")
+        except psycopg2.errors.LockNotAvailable as e:
+            expect("expired at" in str(e), str(e))
+        b.rollback()
+        with b.cursor() as cur:
+            cur.execute("SELECT dlock_try_xact('stale-x2', lease => '200ms')")
+            time.sleep(0.5)
+            cur.execute("CREATE TEMP TABLE written_after_expiry (x int)")
+        try:
+            b.commit()
+            raise AssertionError("committed past the lease")
+        except psycopg2.errors.LockNotAvailable as e:
+            expect("cannot commit: the lease of lock \"stale-x2\" expired" in str(e), str(e))
+        b.autocommit = True
+        expect(q(b, "SELECT count(*) FROM pg_class WHERE relname = 'written_after_expiry'") == 0,
+               "the stale holder's work was committed")
+    finally:
+        os.kill(rp, signal.SIGCONT)
+    # the reaper ends the session holder
+    apid = a.get_backend_pid()
+    expect(wait_until(lambda: q(b, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (apid,)) == 0, 10),
+           "the stale session holder was not ended")
+    b.close()
+
+
 @check("lease, session scope: the holder's session is terminated, the waiter gets the lock, logged")
 def t_lease_session():
     def holder(a):
@@ -369,7 +475,7 @@ def t_reaper_restart():
     lease_run("after-reaper-restart", holder, ['dlock: lease of lock "after-reaper-restart"'], 1 + 4)
 
 
-@check("names from another database: shown when the encoding can say them, else NULL with the key")
+@check("names from another database: shown when the encoding can say them, else NULL with the key; SQL_ASCII")
 def t_cross_db():
     c = connect()
     q(c, "DROP DATABASE IF EXISTS dlock_fault_latin1")
@@ -390,6 +496,20 @@ def t_cross_db():
     c.close()
     c = connect()
     q(c, "DROP DATABASE dlock_fault_latin1")
+    # SQL_ASCII: the bytes as they are, which must be UTF-8
+    q(c, "DROP DATABASE IF EXISTS dlock_fault_ascii")
+    q(c, "CREATE DATABASE dlock_fault_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    asc = connect("dlock_fault_ascii")
+    q(asc, "CREATE EXTENSION dlock")
+    expect(q(asc, "SELECT dlock_key(convert_from('\\x636166c3a9'::bytea, 'SQL_ASCII'))") == k_cafe,
+           "UTF-8 bytes in SQL_ASCII do not give the UTF-8 key")
+    try:
+        q(asc, "SELECT dlock_key(E'\\xe9')")
+        raise AssertionError("a name that is not UTF-8 was accepted in SQL_ASCII")
+    except psycopg2.errors.CharacterNotInRepertoire:
+        pass
+    asc.close()
+    q(c, "DROP DATABASE dlock_fault_ascii")
     c.close()
 
 
@@ -544,8 +664,9 @@ def main():
     c = connect()
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
     c.close()
-    checks = [t_driver, t_wait_is_queue, t_wait_errors, t_holder_terminated, t_waiter_terminated,
-              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired,
+    checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
+              t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated,
+              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_reaper_restart, t_cross_db, t_restart_tokens, t_crash_restart, t_token_reserve, t_token_file_damaged]
     for fn in checks:
         fn()

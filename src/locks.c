@@ -66,8 +66,16 @@ static XactHold *xact_holds = NULL;
 static int	n_xact_holds = 0;
 static int	max_xact_holds = 0;
 
+/*
+ * A hold whose lease had run out, released (dlock_unlock, dlock_unlock_all)
+ * in the current transaction: that transaction must not commit either.
+ */
+static TimestampTz released_expired_at = 0;
+static char released_expired_name[DLOCK_NAME_MAX + 1];
+
 static void xact_callback(XactEvent event, void *arg);
 static bool sweep_stale_entries(void);
+static int	sweep_credit = 0;
 static void forget_stale_session_hold(int ref);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
@@ -195,8 +203,13 @@ entry_for(const DlockName *name, uint8 mode, bool need_shared)
 	for (i = 0; i < my_cap; i++)
 		if (!my_slot->entries[i].inuse)
 			return i;
-	/* full: drop holds released behind dlock's back, then look again */
-	if (my_cap > 0 && sweep_stale_entries())
+	/*
+	 * Full: drop holds released behind dlock's back, then look again.  Always
+	 * for a lease (it needs an entry); otherwise once per my_cap overflowing
+	 * locks, so that a session holding many live locks does not check them
+	 * all on every new one.
+	 */
+	if (my_cap > 0 && (need_shared || --sweep_credit <= 0) && sweep_stale_entries())
 		for (i = 0; i < my_cap; i++)
 			if (!my_slot->entries[i].inuse)
 				return i;
@@ -372,6 +385,7 @@ sweep_stale_entries(void)
 	bool		freed = false;
 	int			i;
 
+	sweep_credit = my_cap;
 	for (i = 0; i < my_slot->nused; i++)
 	{
 		DlockEntry *e = &my_slot->entries[i];
@@ -433,9 +447,16 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		 * queued is not meant for anyone (unless the statement's own timeout
 		 * has fired too).
 		 */
-		if (timeout_us >= 0 && get_timeout_indicator(LOCK_TIMEOUT, true) &&
-			!get_timeout_indicator(STATEMENT_TIMEOUT, false))
+		if (timeout_us >= 0 && get_timeout_indicator(LOCK_TIMEOUT, true))
+		{
 			QueryCancelPending = false;
+			/* unless the statement's timeout has come too, now or just now */
+			if (get_timeout_indicator(STATEMENT_TIMEOUT, false))
+			{
+				QueryCancelPending = true;
+				InterruptPending = true;
+			}
+		}
 	}
 	PG_CATCH();
 	{
@@ -623,6 +644,18 @@ dlock_lock_xact(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(acquire(fcinfo, true, true));
 }
 
+/* Remember a release of a hold whose lease has run out (see above). */
+static void
+note_release(const DlockEntry *e)
+{
+	if (e->lease_expires == 0 || released_expired_at != 0 ||
+		e->lease_expires > GetCurrentTimestamp())
+		return;
+	released_expired_at = e->lease_expires;
+	memcpy(released_expired_name, e->name, e->namelen);
+	released_expired_name[e->namelen] = '\0';
+}
+
 /* dlock_unlock(name, shared): like pg_advisory_unlock, session scope only */
 Datum
 dlock_unlock(PG_FUNCTION_ARGS)
@@ -644,6 +677,8 @@ dlock_unlock(PG_FUNCTION_ARGS)
 	{
 		DlockEntry *e = entry_at(ref);
 
+		if (released)
+			note_release(e);
 		change_begin(ref);
 		if (!released)
 			e->nsession = 0;	/* stale: not held at session level */
@@ -663,6 +698,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 	int			n;
 	int			ref;
 
+	(void) fcinfo;
 	backend_init();
 	n = my_cap + n_overflow;
 	for (ref = 0; ref < n; ref++)
@@ -684,6 +720,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			forget_stale_session_hold(ref);
 			continue;
 		}
+		note_release(e);
 		while (e->nsession > 0)
 		{
 			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
@@ -872,6 +909,12 @@ refuse_commit_after_expiry(void)
 	TimestampTz now = 0;
 	int			i;
 
+	if (released_expired_at != 0)
+		lease_expired(pg_any_to_server(released_expired_name,
+									   strlen(released_expired_name), PG_UTF8),
+					  released_expired_at, "cannot commit: the ");
+	if (my_slot == NULL)
+		return;
 	for (i = 0; i < my_slot->nused; i++)
 	{
 		DlockEntry *e = &my_slot->entries[i];
@@ -896,9 +939,23 @@ xact_callback(XactEvent event, void *arg)
 	int			i;
 
 	(void) arg;
-	if ((event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PARALLEL_PRE_COMMIT) &&
-		my_slot != NULL && my_slot->nused > 0)
-		refuse_commit_after_expiry();
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			refuse_commit_after_expiry();
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			released_expired_at = 0;
+			break;
+		default:
+			break;
+	}
 	if (n_xact_holds == 0)
 		return;
 	switch (event)

@@ -344,6 +344,36 @@ def t_expired_cannot_commit():
                 raise AssertionError("%s succeeded past the lease" % sql)
             except psycopg2.errors.LockNotAvailable as e:
                 expect("expired at" in str(e), str(e))
+        # nor can it prepare a transaction for someone else to commit
+        q(a, "BEGIN")
+        try:
+            q(a, "PREPARE TRANSACTION 'stale'")
+            raise AssertionError("prepared past the lease")
+        except psycopg2.errors.LockNotAvailable as e:
+            expect("cannot commit: the lease" in str(e), str(e))
+        q(a, "ROLLBACK")
+        # releasing first does not help the transaction that worked under it
+        d = connect()
+        q(d, "SELECT dlock_try('stale-u', lease => '200ms')")
+        time.sleep(0.5)
+        d.autocommit = False
+        with d.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE written_before_unlock (x int)")
+            cur.execute("SELECT dlock_unlock('stale-u')")
+            expect(cur.fetchone()[0] is True, "unlock")
+        try:
+            d.commit()
+            raise AssertionError("committed after releasing an expired lock")
+        except psycopg2.errors.LockNotAvailable as e:
+            expect('cannot commit: the lease of lock "stale-u" expired' in str(e), str(e))
+        d.autocommit = True
+        expect(q(d, "SELECT count(*) FROM pg_class WHERE relname = 'written_before_unlock'") == 0,
+               "the work was committed")
+        expect(q(d, "SELECT 1") == 1, "the next transaction, after the release, is refused too")
+        e = connect()
+        expect(q(e, "SELECT dlock_try('stale-u')") is True, "the released lock is not free")
+        e.close()
+        d.close()
         # transaction scope: taking it again and committing fail
         try:
             with b.cursor() as cur:

@@ -943,24 +943,10 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-		case XACT_EVENT_PRE_PREPARE:
 			refuse_commit_after_expiry();
 			break;
-		case XACT_EVENT_COMMIT:
-		case XACT_EVENT_PARALLEL_COMMIT:
-		case XACT_EVENT_ABORT:
-		case XACT_EVENT_PARALLEL_ABORT:
-		case XACT_EVENT_PREPARE:
-			released_expired_at = 0;
-			break;
-		default:
-			break;
-	}
-	if (n_xact_holds == 0)
-		return;
-	switch (event)
-	{
 		case XACT_EVENT_PRE_PREPARE:
+			refuse_commit_after_expiry();
 			for (i = 0; i < n_xact_holds; i++)
 				if (entry_at(xact_holds[i].ref)->lease_expires != 0)
 					ereport(ERROR,
@@ -973,6 +959,7 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			released_expired_at = 0;
 			while (n_xact_holds > 0)
 				drop_xact_hold(n_xact_holds - 1);
 			break;

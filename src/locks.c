@@ -75,7 +75,6 @@ static char released_expired_name[DLOCK_NAME_MAX + 1];
 
 static void xact_callback(XactEvent event, void *arg);
 static bool sweep_stale_entries(void);
-static int	sweep_credit = 0;
 static void forget_stale_session_hold(int ref);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
@@ -204,12 +203,11 @@ entry_for(const DlockName *name, uint8 mode, bool need_shared)
 		if (!my_slot->entries[i].inuse)
 			return i;
 	/*
-	 * Full: drop holds released behind dlock's back, then look again.  Always
-	 * for a lease (it needs an entry); otherwise once per my_cap overflowing
-	 * locks, so that a session holding many live locks does not check them
-	 * all on every new one.
+	 * Full: drop holds released behind dlock's back, then look again.  This
+	 * costs a lock-table lookup per entry, paid only by sessions beyond
+	 * dlock.max_locks_per_session.
 	 */
-	if (my_cap > 0 && (need_shared || --sweep_credit <= 0) && sweep_stale_entries())
+	if (my_cap > 0 && sweep_stale_entries())
 		for (i = 0; i < my_cap; i++)
 			if (!my_slot->entries[i].inuse)
 				return i;
@@ -375,6 +373,24 @@ forget_stale_session_hold(int ref)
 	change_end(ref);
 }
 
+/* Does the lock manager still have the lock of this entry (any scope)? */
+static bool
+entry_lock_held(const DlockEntry *e)
+{
+	LOCKTAG		tag;
+
+	dlock_set_locktag(&tag, e->key);
+	return LockHeldByMe(&tag, DlockLockMode(e->mode));
+}
+
+/* A live hold whose lease has run out: it is being taken away. */
+static bool
+lease_ran_out(const DlockEntry *e)
+{
+	return e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
+		e->lease_expires <= GetCurrentTimestamp() && entry_lock_held(e);
+}
+
 /*
  * Forget every session hold in the shared slot that the lock manager no
  * longer has; true if that freed an entry.
@@ -385,17 +401,14 @@ sweep_stale_entries(void)
 	bool		freed = false;
 	int			i;
 
-	sweep_credit = my_cap;
 	for (i = 0; i < my_slot->nused; i++)
 	{
 		DlockEntry *e = &my_slot->entries[i];
-		LOCKTAG		tag;
 
 		if (!e->inuse || e->nsession == 0 || e->nxact > 0 ||
 			e->waiting != DLOCK_WAIT_NONE)
 			continue;
-		dlock_set_locktag(&tag, e->key);
-		if (!LockHeldByMe(&tag, DlockLockMode(e->mode)))
+		if (!entry_lock_held(e))
 		{
 			forget_stale_session_hold(i);
 			freed = true;
@@ -551,20 +564,6 @@ lease_expired(const char *name, TimestampTz expired, const char *what)
 }
 
 /*
- * A hold of this session whose lease has run out (and that the lock manager
- * still has): taking it again must not bring it back.
- */
-static void
-refuse_expired(int ref, const DlockName *name, const LOCKTAG *tag, LOCKMODE lockmode)
-{
-	DlockEntry *e = entry_at(ref);
-
-	if (e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
-		e->lease_expires <= GetCurrentTimestamp() && LockHeldByMe(tag, lockmode))
-		lease_expired(display_name(name), e->lease_expires, "");
-}
-
-/*
  * All four acquire functions:
  *   dlock_try[_xact](name, shared, lease)
  *   dlock_lock[_xact](name, timeout, shared, lease)
@@ -605,7 +604,9 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 		reserve_xact_hold();
 
 	dlock_set_locktag(&tag, name.key);
-	refuse_expired(ref, &name, &tag, lockmode);
+	/* a hold whose lease ran out: taking it again must not bring it back */
+	if (lease_ran_out(entry_at(ref)))
+		lease_expired(display_name(&name), entry_at(ref)->lease_expires, "");
 	res = LockAcquire(&tag, lockmode, !xact, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -906,7 +907,6 @@ drop_xact_hold(int i)
 static void
 refuse_commit_after_expiry(void)
 {
-	TimestampTz now = 0;
 	int			i;
 
 	if (released_expired_at != 0)
@@ -918,16 +918,8 @@ refuse_commit_after_expiry(void)
 	for (i = 0; i < my_slot->nused; i++)
 	{
 		DlockEntry *e = &my_slot->entries[i];
-		LOCKTAG		tag;
 
-		if (!e->inuse || e->lease_expires == 0 || e->nsession + e->nxact == 0)
-			continue;
-		if (now == 0)
-			now = GetCurrentTimestamp();
-		if (e->lease_expires > now)
-			continue;
-		dlock_set_locktag(&tag, e->key);
-		if (LockHeldByMe(&tag, DlockLockMode(e->mode)))
+		if (lease_ran_out(e))
 			lease_expired(pg_any_to_server(pnstrdup(e->name, e->namelen), e->namelen, PG_UTF8),
 						  e->lease_expires, "cannot commit: the ");
 	}

@@ -13,6 +13,7 @@ seconds; they check that the lock comes back at all and in bounded time, not
 how fast (that is for benchmarks).
 """
 import argparse
+import contextlib
 import datetime
 import os
 import signal
@@ -129,6 +130,31 @@ class Waiter(threading.Thread):
             raise AssertionError("waiter never blocked on the lock")
 
 
+def held_and_awaited(name, wait_sql, setup=()):
+    """A session holding name, an observer, and a Waiter blocked on wait_sql."""
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try(%s)", (name,))
+    w = Waiter(wait_sql, setup=setup)
+    w.start_and_wait_blocked(obs)
+    return a, obs, w
+
+
+@contextlib.contextmanager
+def stopped(pid):
+    """The process is stopped (SIGSTOP) inside the block, so that whatever
+    happens to it meanwhile is handled all at once when it continues."""
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def close_all(*conns):
+    for c in conns:
+        c.close()
+
+
 def check(name):
     def deco(fn):
         def run():
@@ -173,10 +199,7 @@ def t_driver():
 
 @check("waiting: a timed wait sits in the lock queue (wait_event Lock/advisory), the view names it")
 def t_wait_is_queue():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('queued')")
-    w = Waiter("SELECT dlock_lock('queued', '30s')")
-    w.start_and_wait_blocked(obs)
+    a, obs, w = held_and_awaited("queued", "SELECT dlock_lock('queued', '30s')")
     ev = q(obs, "SELECT wait_event_type || '/' || wait_event FROM pg_stat_activity WHERE pid = %s", (w.pid,))
     expect(ev == "Lock/advisory", "wait event is %r" % ev)
     row = q(obs, "SELECT row(name, scope, granted, wait_time > '0'::interval)::text FROM dlock_locks "
@@ -186,16 +209,12 @@ def t_wait_is_queue():
     w.join(10)
     expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
     expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'queued' AND NOT granted") == 0, "no waiter left")
-    for c in (a, obs, w.conn):
-        c.close()
+    close_all(a, obs, w.conn)
 
 
 @check("waiting: cancel and statement_timeout are errors, not a false from the timeout")
 def t_wait_errors():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('cancelled')")
-    w = Waiter("SELECT dlock_lock('cancelled', '60s')")
-    w.start_and_wait_blocked(obs)
+    a, obs, w = held_and_awaited("cancelled", "SELECT dlock_lock('cancelled', '60s')")
     q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))
     w.join(10)
     expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "cancel gave %r / %r" % (w.result, w.error))
@@ -207,41 +226,32 @@ def t_wait_errors():
     # neither left anything behind, and the waiters' sessions still work
     expect(q(obs, "SELECT count(*) FROM dlock_names() WHERE pid IN (%s, %s)", (w.pid, w2.pid)) == 0, "entries left")
     expect(q(w.conn, "SELECT dlock_lock('cancelled', '100ms')") is False, "session usable after cancel")
-    for c in (a, obs, w.conn, w2.conn):
-        c.close()
+    close_all(a, obs, w.conn, w2.conn)
 
 
 @check("holder terminated: the waiter gets the lock, the holder's names are gone")
 def t_holder_terminated():
-    a, obs = connect(), connect()
+    a, obs, w = held_and_awaited("terminated", "SELECT dlock_lock('terminated', '30s')")
     apid = pid_of(a)
-    q(a, "SELECT dlock_try('terminated')")
-    w = Waiter("SELECT dlock_lock('terminated', '30s')")
-    w.start_and_wait_blocked(obs)
     q(obs, "SELECT pg_terminate_backend(%s)", (apid,))
     w.join(15)
     expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
     expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_names() WHERE pid = %s", (apid,)) == 0),
            "the terminated holder's slot still has entries")
     expect(q(obs, "SELECT pid FROM dlock_locks WHERE name = 'terminated'") == w.pid, "view shows the new holder")
-    for c in (obs, w.conn):
-        c.close()
+    close_all(obs, w.conn)
 
 
 @check("waiter terminated: it leaves the queue and the view, the holder is unaffected")
 def t_waiter_terminated():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('holder-stays')")
-    w = Waiter("SELECT dlock_lock('holder-stays')")
-    w.start_and_wait_blocked(obs)
+    a, obs, w = held_and_awaited("holder-stays", "SELECT dlock_lock('holder-stays')")
     q(obs, "SELECT pg_terminate_backend(%s)", (w.pid,))
     w.join(15)
     expect(w.error is not None, "terminated waiter returned %r" % w.result)
     expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'holder-stays'") == 1),
            "view still shows the dead waiter")
     expect(q(a, "SELECT dlock_unlock('holder-stays')") is True, "holder still holds")
-    for c in (a, obs):
-        c.close()
+    close_all(a, obs)
 
 
 def lease_run(name, holder_steps, expect_log, bound):
@@ -269,60 +279,42 @@ def lease_run(name, holder_steps, expect_log, bound):
 
 @check("grant and cancel in one instant (waiter stopped): the call fails and does not keep the lock")
 def t_grant_then_cancel():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('grant-cancel')")
-    w = Waiter("SELECT dlock_lock('grant-cancel', '60s', lease => '1 min')")
-    w.start_and_wait_blocked(obs)
-    os.kill(w.pid, signal.SIGSTOP)
-    try:
+    a, obs, w = held_and_awaited("grant-cancel", "SELECT dlock_lock('grant-cancel', '60s', lease => '1 min')")
+    with stopped(w.pid):
         q(a, "SELECT dlock_unlock('grant-cancel')")       # granted to the stopped waiter
         q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))  # and cancelled before it runs
-    finally:
-        os.kill(w.pid, signal.SIGCONT)
     w.join(10)
     expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "waiter got %r / %r" % (w.result, w.error))
     expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (w.pid,)) == 0,
            "the cancelled waiter still holds the lock")
     expect(q(obs, "SELECT dlock_try('grant-cancel')") is True, "the lock is not free")
-    for c in (a, obs, w.conn):
-        c.close()
+    close_all(a, obs, w.conn)
 
 
 @check("grant and deadline in one instant (waiter stopped): true, and the lock is held and named")
 def t_grant_at_deadline():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('grant-deadline')")
-    w = Waiter("SELECT dlock_lock('grant-deadline', '300ms')")
-    w.start_and_wait_blocked(obs)
-    os.kill(w.pid, signal.SIGSTOP)
-    try:
+    a, obs, w = held_and_awaited("grant-deadline", "SELECT dlock_lock('grant-deadline', '300ms')")
+    with stopped(w.pid):
         q(a, "SELECT dlock_unlock('grant-deadline')")
         time.sleep(0.6)                                   # the deadline passes while stopped
-    finally:
-        os.kill(w.pid, signal.SIGCONT)
     w.join(10)
     expect(w.result is True, "waiter got %r / %r" % (w.result, w.error))
     expect(q(obs, "SELECT pid FROM dlock_locks WHERE name = 'grant-deadline' AND granted") == w.pid,
            "the view does not show the waiter holding it")
     expect(q(w.conn, "SELECT dlock_unlock('grant-deadline')") is True, "not held")
-    for c in (a, obs, w.conn):
-        c.close()
+    close_all(a, obs, w.conn)
 
 
 @check("timeout and statement_timeout both passed (waiter stopped): the statement timeout is raised, not false")
 def t_deadline_and_statement_timeout():
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('two-deadlines')")
-    w = Waiter("SELECT dlock_lock('two-deadlines', '300ms')", setup=["SET statement_timeout = '500ms'"])
-    w.start_and_wait_blocked(obs)
-    os.kill(w.pid, signal.SIGSTOP)
-    time.sleep(1.0)                                       # both deadlines pass while stopped
-    os.kill(w.pid, signal.SIGCONT)
+    a, obs, w = held_and_awaited("two-deadlines", "SELECT dlock_lock('two-deadlines', '300ms')",
+                                 setup=["SET statement_timeout = '500ms'"])
+    with stopped(w.pid):
+        time.sleep(1.0)                                   # both deadlines pass while stopped
     w.join(10)
     expect(isinstance(w.error, psycopg2.errors.QueryCanceled) and "statement timeout" in str(w.error),
            "waiter got %r / %r" % (w.result, w.error))
-    for c in (a, obs, w.conn):
-        c.close()
+    close_all(a, obs, w.conn)
 
 
 def expect_commit_refused(conn, name, table):
@@ -343,8 +335,7 @@ def t_expired_cannot_commit():
     a = connect()
     b = connect()
     b.autocommit = False
-    os.kill(rp, signal.SIGSTOP)
-    try:
+    with stopped(rp):
         q(a, "SELECT dlock_try('stale-s', lease => '200ms')")
         with b.cursor() as cur:
             cur.execute("SELECT dlock_try_xact('stale-x', lease => '200ms')")
@@ -392,8 +383,6 @@ def t_expired_cannot_commit():
             time.sleep(0.5)
             cur.execute("CREATE TEMP TABLE written_after_expiry (x int)")
         expect_commit_refused(b, "stale-x2", "written_after_expiry")
-    finally:
-        os.kill(rp, signal.SIGCONT)
     # the reaper ends the session holder
     apid = a.get_backend_pid()
     expect(wait_until(lambda: q(b, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (apid,)) == 0, 10),

@@ -87,11 +87,6 @@ def stop_bouncer():
             BOUNCER.kill()
 
 
-def server_pid(conn):
-    """The pid of the server connection pgbouncer gave this statement."""
-    return pid_of(conn)
-
-
 @check("pgbouncer, transaction pooling: *_xact locks hold for the transaction, then the next client gets them")
 def t_tx_xact():
     a = via_bouncer("tx")
@@ -120,10 +115,10 @@ def t_tx_xact():
 def t_tx_session_leaks():
     a = via_bouncer("tx")
     expect(q(a, "SELECT dlock_try('leaky')") is True, "take")
-    spid = server_pid(a)
+    spid = pid_of(a)
     a.close()
     b = via_bouncer("tx")
-    expect(server_pid(b) == spid, "not the same server connection")
+    expect(pid_of(b) == spid, "not the same server connection")
     expect(q(b, "SELECT dlock_token('leaky')") > 0, "the next client does not see the lock as its own")
     expect(q(b, "SELECT dlock_unlock('leaky')") is True, "the next client could not release it")
     b.close()
@@ -135,12 +130,12 @@ def t_sess_discard():
     direct = connect()
     expect(q(a, "SELECT dlock_try('per-client', lease => '2s')") is True, "take")
     tok = q(a, "SELECT dlock_token('per-client')")
-    spid = server_pid(a)
+    spid = pid_of(a)
     a.close()   # pgbouncer runs DISCARD ALL on the server connection
     expect(fault.wait_until(lambda: q(direct, "SELECT count(*) FROM dlock_locks WHERE name = 'per-client'") == 0),
            "the lock outlived its client")
     b = via_bouncer("sess")
-    expect(server_pid(b) == spid, "not the same server connection")
+    expect(pid_of(b) == spid, "not the same server connection")
     try:
         q(b, "SELECT dlock_token('per-client')")
         raise AssertionError("the next client has a token for a lock it does not hold")
@@ -149,7 +144,7 @@ def t_sess_discard():
     # the lease would have run out by now: the reaper must leave the server
     # connection alone, the lock it was on is gone
     time.sleep(3.5)
-    expect(server_pid(b) == spid, "the server connection was ended over a lease on a released lock")
+    expect(pid_of(b) == spid, "the server connection was ended over a lease on a released lock")
     expect(q(b, "SELECT dlock_try('per-client')") is True, "take again")
     expect(q(b, "SELECT dlock_token('per-client')") > tok, "token not above the previous holder's")
     q(b, "SELECT dlock_unlock('per-client')")

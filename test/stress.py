@@ -99,7 +99,8 @@ class Worker(threading.Thread):
 
     # ---- what a holder does while it holds ----
 
-    def inside_exclusive(self, name):
+    def enter_exclusive(self, name):
+        """Record an exclusive hold: its row, its token in hold order."""
         tok = self.x("SELECT dlock_token(%s)", (name,))
         try:
             self.x("INSERT INTO stress_inside VALUES (%s, %s, %s)", (name, self.pid, tok))
@@ -109,6 +110,9 @@ class Worker(threading.Thread):
         if self.x("SELECT count(*) FROM stress_shared WHERE name = %s", (name,)) != 0:
             violation("exclusive hold of %s while shared holders are inside" % name)
         self.x("INSERT INTO stress_log (name, token) VALUES (%s, %s)", (name, tok))
+
+    def inside_exclusive(self, name):
+        self.enter_exclusive(name)
         self.pause()
         self.x("DELETE FROM stress_inside WHERE name = %s", (name,))
 
@@ -194,7 +198,7 @@ class Worker(threading.Thread):
         try:
             with self.transaction():
                 if self.x("SELECT dlock_lock_xact(%s, '1s', lease => '200ms')", (name,)):
-                    self.inside_exclusive_open(name)
+                    self.enter_exclusive(name)  # and stays: it is cancelled
                     self.x("SELECT pg_sleep(3)")
                     violation("overstayed a lease without being cancelled")
         except psycopg2.errors.QueryCanceled:
@@ -202,16 +206,6 @@ class Worker(threading.Thread):
         except (psycopg2.OperationalError, psycopg2.InterfaceError):
             count("leases enforced (terminated)")
             self.reconnect()
-
-    def inside_exclusive_open(self, name):
-        """Like inside_exclusive, but stays inside (the transaction is cancelled)."""
-        tok = self.x("SELECT dlock_token(%s)", (name,))
-        try:
-            self.x("INSERT INTO stress_inside VALUES (%s, %s, %s)", (name, self.pid, tok))
-        except psycopg2.errors.UniqueViolation:
-            violation("two exclusive holders of %s (pid %d)" % (name, self.pid))
-            raise
-        self.x("INSERT INTO stress_log (name, token) VALUES (%s, %s)", (name, tok))
 
     def run(self):
         try:

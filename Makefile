@@ -1,31 +1,48 @@
 # dlock: named, lease-aware advisory locks for PostgreSQL (PGXS build)
+#
+#   make && make install                     build and install for the pg_config in PATH
+#   make PG_CONFIG=/usr/lib/postgresql/17/bin/pg_config ...   for another major
+#   make installcheck                        regress, isolation and TAP tests, each on a
+#                                            temporary server with dlock preloaded
+#   make installcheck-nopreload              the no-preload test on a server without it
+#
+# The tests start their own servers (initdb refuses root: run them as an
+# ordinary user).  test/run runs these and the client tests for every major.
 
 MODULE_big = dlock
-OBJS = src/dlock.o src/locks.o src/name.o src/reaper.o src/sha256.o src/view.o
+OBJS = src/dlock.o src/slots.o src/locks.o src/leases.o src/tokens.o src/xact.o \
+	src/view.o src/reaper.o src/name.o src/sha256.o
 EXTENSION = dlock
-DATA = sql/dlock--1.0.sql
+DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql
 PGFILEDESC = "dlock - named, lease-aware advisory locks"
 
-PG_CFLAGS = -Wall -Wextra -Werror
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
 # the server headers are not ours to keep -Wextra clean: read them as system
 # headers (an -isystem directory wins over the same directory given with -I)
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 
-# Tests.  test/run runs them all against scratch clusters (see README.md);
-# `make installcheck` runs REGRESS and ISOLATION against a server that has
-# dlock in shared_preload_libraries.  REGRESS_NOPRELOAD needs a server
-# without it.
-REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_lease dlock_token
-REGRESS_NOPRELOAD = dlock_nopreload
+REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view \
+	dlock_lease dlock_token dlock_upgrade
+REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
+	--load-extension=dlock
 ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes
-ISOLATION_OPTS = --inputdir=test/isolation
+ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
+	--temp-config=test/dlock.conf
+TAP_TESTS = 1
+REGRESS_NOPRELOAD = dlock_nopreload
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# every source file includes the shared header (PGXS tracks no header changes)
-$(OBJS) $(OBJS:.o=.bc): src/dlock.h
+# every source file includes the shared headers (PGXS tracks no header changes)
+$(OBJS) $(OBJS:.o=.bc): src/dlock.h src/compat.h
+
+installcheck-nopreload:
+	$(pg_regress_installcheck) --temp-instance=tmp_check_nopreload \
+		--load-extension=dlock $(REGRESS_NOPRELOAD)
+
+.PHONY: installcheck-nopreload
 
 # test/run reads the test lists from here
 print-%:

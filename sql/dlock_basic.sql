@@ -1,6 +1,5 @@
 -- session-scope locks in one session: try, lock, unlock, re-entrancy, unlock_all
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 CREATE VIEW my_locks AS

@@ -5,7 +5,6 @@
 -- does); every other way of calling must reach the full form, never fail as
 -- ambiguous.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 -- only a name: the one-argument form, no defaults in the plan

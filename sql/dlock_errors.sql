@@ -1,16 +1,16 @@
 -- bad input: every error has an SQLSTATE and leaves nothing half-registered
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 -- runs a statement, returns its SQLSTATE and message (or 'ok: <result>')
 CREATE FUNCTION try_sql(q text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE r text;
+DECLARE r text; d text;
 BEGIN
   EXECUTE q INTO r;
   RETURN 'ok: ' || coalesce(r, 'null');
 EXCEPTION WHEN OTHERS THEN
-  RETURN SQLSTATE || ': ' || SQLERRM;
+  GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL;
+  RETURN SQLSTATE || ': ' || SQLERRM || coalesce(' / ' || nullif(d, ''), '');
 END $$;
 -- what this session holds, by the lock manager and by dlock
 CREATE FUNCTION held() RETURNS text LANGUAGE sql AS $$

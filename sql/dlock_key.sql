@@ -1,6 +1,5 @@
 -- dlock_key(name): first 8 bytes of SHA-256(UTF-8 name), little-endian, as bigint
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 -- the recipe, written in SQL with the server's own sha256(): any client can do this

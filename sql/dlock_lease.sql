@@ -1,7 +1,6 @@
 -- leases in one session: setting, renewing, the view (enforcement by the
 -- reaper is in the isolation specs and test/fault.py)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 CREATE FUNCTION lease_left(n text) RETURNS interval LANGUAGE sql AS $$

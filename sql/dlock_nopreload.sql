@@ -1,7 +1,6 @@
 -- run against a server WITHOUT dlock in shared_preload_libraries: plain
 -- locking works; names in the view, leases and tokens say what they need
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 SHOW shared_preload_libraries;
 

@@ -1,7 +1,6 @@
 -- fencing tokens: every new hold gets a larger token than any hold before it
 -- (across restarts too: test/fault.py)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 SELECT dlock_try('fence');

@@ -1,6 +1,5 @@
 -- the dlock_locks view in one session (waiters are in the isolation specs)
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 SET application_name = 'dlock-view-test';
 

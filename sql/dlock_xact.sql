@@ -1,7 +1,6 @@
 -- transaction scope in one session: released at commit, rollback, and with
 -- the subtransaction that took it; dlock's record follows the lock manager
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS dlock;
 RESET client_min_messages;
 
 CREATE VIEW my_locks AS

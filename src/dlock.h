@@ -11,6 +11,17 @@
  *    consistent copy);
  *  - a small global header with the fencing-token counter and the reaper's
  *    wake-up time.
+ *
+ * The source files, by concern:
+ *   dlock.c    start-up, settings, shared memory
+ *   slots.c    this backend's entries (slot and overflow) and their index
+ *   locks.c    taking, waiting for and releasing locks (the SQL entry points)
+ *   leases.c   lease arguments, expiry checks, dlock_renew, waking the reaper
+ *   tokens.c   fencing tokens: the counter and its file, dlock_token
+ *   xact.c     transaction-scope holds and the transaction callbacks
+ *   view.c     dlock_names(), the names half of the dlock_locks view
+ *   reaper.c   the background worker that enforces leases
+ *   name.c     names, keys, argument checks;  sha256.c  the hash
  */
 #ifndef DLOCK_H
 #define DLOCK_H
@@ -18,9 +29,16 @@
 #include "postgres.h"
 
 #include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
+
+#include "compat.h"
+
+/* The version of the shared library (the SQL side: dlock.control). */
+#define DLOCK_VERSION "1.1"
 
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255
@@ -92,7 +110,7 @@ typedef struct DlockShared
 	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
 	bool		tokens_ok;		/* false if the token file failed */
 	uint64		token_block;	/* dlock.token_reserve */
-	int			reaper_pgprocno;	/* -1 when no reaper runs */
+	int			reaper_procno;	/* -1 when no reaper runs */
 	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */
 	int			nslots;
 	int			entries_per_slot;
@@ -100,17 +118,7 @@ typedef struct DlockShared
 	/* slots follow, each slot_size bytes, MAXALIGNed */
 } DlockShared;
 
-/* dlock.c */
-extern DlockShared *dlock_shared;
-extern int	dlock_max_locks_per_session;
-extern DlockSlot *dlock_slot(int i);
-extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
-extern uint64 dlock_next_token(void);
-
-/* sha256.c */
-extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
-
-/* name.c */
+/* A checked lock-name argument (name.c). */
 typedef struct DlockName
 {
 	text	   *arg;			/* the argument, for messages */
@@ -118,6 +126,109 @@ typedef struct DlockName
 	int			len;
 	int64		key;
 } DlockName;
+
+/* dlock.c */
+extern DlockShared *dlock_shared;
+extern int	dlock_max_locks_per_session;
+extern int	dlock_token_reserve;
+extern void dlock_require_preload(const char *detail);
+
+/* slots.c: the shared slots (any backend) */
+extern Size dlock_slot_size(int entries);
+extern DlockSlot *dlock_slot(int i);
+extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
+
+/*
+ * slots.c: this backend's entries.  A "ref" names one: 0 .. dlock_my_cap-1
+ * are the entries of this backend's shared slot, dlock_my_cap and up are
+ * backend-local overflow entries (no name in the view, no lease).
+ */
+extern DlockSlot *dlock_my_slot;
+extern int	dlock_my_cap;
+extern DlockEntry *dlock_overflow;
+extern bool dlock_ready;
+extern void dlock_backend_setup(void);
+extern int	dlock_find_entry(int64 key, uint8 mode);
+extern int	dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared);
+extern int	dlock_nrefs(void);
+extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
+extern void dlock_entry_free_if_unused(int ref);
+extern bool dlock_entry_lock_held(const DlockEntry *e);
+extern void dlock_forget_stale_session_hold(int ref);
+
+static inline void
+dlock_backend_init(void)
+{
+	if (likely(dlock_ready))
+		return;
+	dlock_backend_setup();
+}
+
+static inline DlockEntry *
+dlock_entry_at(int ref)
+{
+	return ref < dlock_my_cap ? &dlock_my_slot->entries[ref] :
+		&dlock_overflow[ref - dlock_my_cap];
+}
+
+/*
+ * Bracket every change to an entry, so that readers of the shared slot see
+ * none torn.  The change is a few stores with nothing in between that can
+ * fail, inside a critical section: an error there would leave the counter
+ * odd and every reader spinning.
+ */
+static inline void
+dlock_change_begin(int ref)
+{
+	if (ref < dlock_my_cap)
+	{
+		uint32		c = pg_atomic_read_u32(&dlock_my_slot->changecount);
+
+		START_CRIT_SECTION();
+		Assert((c & 1) == 0);
+		pg_atomic_write_u32(&dlock_my_slot->changecount, c + 1);
+		pg_write_barrier();
+	}
+}
+
+static inline void
+dlock_change_end(int ref)
+{
+	if (ref < dlock_my_cap)
+	{
+		uint32		c = pg_atomic_read_u32(&dlock_my_slot->changecount);
+
+		Assert((c & 1) == 1);
+		pg_write_barrier();
+		pg_atomic_write_u32(&dlock_my_slot->changecount, c + 1);
+		END_CRIT_SECTION();
+	}
+}
+
+/* locks.c */
+extern char *dlock_display_name(const DlockName *name);
+extern void dlock_not_held(const DlockName *name);
+extern int	dlock_held_entries(const DlockName *name, int refs[2]);
+
+/* leases.c */
+extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno);
+extern bool dlock_lease_ran_out(const DlockEntry *e);
+extern void dlock_lease_expired(const char *name, TimestampTz expired);
+extern void dlock_wake_reaper(TimestampTz expires);
+extern void dlock_note_release(const DlockEntry *e);
+extern void dlock_refuse_commit_after_expiry(void);
+extern void dlock_forget_released_expired(void);
+
+/* tokens.c */
+extern bool dlock_tokens_start(uint64 *next);
+extern uint64 dlock_next_token(void);
+
+/* xact.c */
+extern void dlock_xact_setup(void);
+extern void dlock_reserve_xact_hold(void);
+extern void dlock_add_xact_hold(int ref);
+
+/* name.c */
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
 extern int64 dlock_key_bytes(const char *utf8, int len);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
@@ -125,8 +236,8 @@ extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 
-/* locks.c */
-extern void dlock_backend_exit(int code, Datum arg);
+/* sha256.c */
+extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
 
 /* reaper.c */
 extern PGDLLEXPORT void dlock_reaper_main(Datum arg);

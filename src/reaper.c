@@ -48,9 +48,7 @@ static ReaperAction *actions;
 static void
 reaper_exit(int code, Datum arg)
 {
-	(void) code;
-	(void) arg;
-	dlock_shared->reaper_pgprocno = -1;
+	dlock_shared->reaper_procno = -1;
 }
 
 /* Does the lock manager say pid holds this lock? */
@@ -86,7 +84,7 @@ signal_backend(int pid, int sig)
 #endif
 	if (kill(pid, sig) != 0)
 		ereport(LOG,
-				(errmsg("dlock: could not send signal to process %d: %m", pid)));
+				(errmsg("could not send signal to process %d: %m", pid)));
 }
 
 /* Act on an expired hold; returns when to look at it again. */
@@ -111,16 +109,20 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 		if (session)
 		{
 			ereport(LOG,
-					(errmsg("dlock: lease of lock \"%s\" held by process %d expired at %s; terminating its session",
-							name, copy->pid, expired)));
+					(errmsg("lease of lock \"%s\" expired, terminating process %d",
+							name, copy->pid),
+					 errdetail("The lease expired at %s; the lock is held at session level.",
+							   expired)));
 			signal_backend(copy->pid, SIGTERM);
 			a->stage = 2;
 		}
 		else
 		{
 			ereport(LOG,
-					(errmsg("dlock: lease of lock \"%s\" held by process %d expired at %s; canceling its transaction",
-							name, copy->pid, expired)));
+					(errmsg("lease of lock \"%s\" expired, canceling the transaction of process %d",
+							name, copy->pid),
+					 errdetail("The lease expired at %s; the lock is held at transaction level.",
+							   expired)));
 			signal_backend(copy->pid, SIGINT);
 			a->stage = 1;
 		}
@@ -130,8 +132,10 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 	{
 		if (a->stage == 1)
 			ereport(LOG,
-					(errmsg("dlock: process %d still holds lock \"%s\" after its transaction was canceled; terminating its session",
-							copy->pid, name)));
+					(errmsg("lease of lock \"%s\" expired, terminating process %d",
+							name, copy->pid),
+					 errdetail("The lease expired at %s; the process still held the lock %d ms after its transaction was canceled.",
+							   expired, (int) (DLOCK_CANCEL_GRACE_US / 1000))));
 		signal_backend(copy->pid, SIGTERM);
 		a->stage = 2;
 		a->when = now;
@@ -145,7 +149,6 @@ dlock_reaper_main(Datum arg)
 	MemoryContext cxt;
 	DlockSlot  *copy;
 
-	(void) arg;
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
@@ -158,7 +161,7 @@ dlock_reaper_main(Datum arg)
 	actions = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(ReaperAction) * dlock_shared->nslots);
 	on_shmem_exit(reaper_exit, (Datum) 0);
-	dlock_shared->reaper_pgprocno = MyProc->pgprocno;
+	dlock_shared->reaper_procno = GetNumberFromPGProc(MyProc);
 
 	for (;;)
 	{

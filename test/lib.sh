@@ -2,14 +2,22 @@
 #
 # Everything runs as root on Debian 12; PostgreSQL itself runs as the
 # postgres user (it refuses root).  Scratch clusters live in /tmp/dlock-<port>.
+#
+# PG_MAJOR selects the PostgreSQL major (default: the host's, 15); PGBIN is
+# its bin directory.  Majors other than the host's run inside a Debian
+# chroot (test/majors.sh).
 
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PGBIN=/usr/lib/postgresql/15/bin
-export PATH="$PGBIN:$PATH"
-
 say() { printf '== %s\n' "$*"; }
+
+# shellcheck source=test/majors.sh
+source "$TOP/test/majors.sh"
+
+PG_MAJOR=${PG_MAJOR:-$HOST_MAJOR}
+PGBIN=/usr/lib/postgresql/$PG_MAJOR/bin
+export PATH="$PGBIN:$PATH" PG_MAJOR PGBIN
 
 need_root() {
 	if [ "$(id -u)" != 0 ]; then
@@ -18,12 +26,20 @@ need_root() {
 	fi
 }
 
-# Debian packages this project needs; only missing ones are installed.
-DEPS=(postgresql-15 postgresql-server-dev-15 make gcc python3 python3-psycopg2 pgbouncer)
+# pick_major ARG...: sets PG_MAJOR from "--pg N" (or leaves it); checks it.
+check_major() {
+	local m
+	for m in "${SUPPORTED_MAJORS[@]}"; do [ "$m" = "$1" ] && return 0; done
+	echo "PostgreSQL $1 is not supported; supported: ${SUPPORTED_MAJORS[*]}" >&2
+	exit 2
+}
 
+# The Debian packages this major needs, installed where missing (on the host,
+# or inside a chroot when run there).
 install_deps() {
 	local missing=() p
-	for p in "${DEPS[@]}" "$@"; do
+	# shellcheck disable=SC2046
+	for p in $(major_deps "$PG_MAJOR") "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
@@ -35,7 +51,7 @@ install_deps() {
 }
 
 build_install() {
-	say "building and installing dlock"
+	say "building and installing dlock for PostgreSQL $PG_MAJOR"
 	make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config" >/dev/null
 	make -C "$TOP" -s PG_CONFIG="$PGBIN/pg_config" install >/dev/null
 }
@@ -52,7 +68,7 @@ start_cluster() {
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	chown postgres:postgres "$dir"
-	as_pg initdb -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
+	as_pg "$PGBIN/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 >/dev/null
 	{
 		echo "port = $port"
 		echo "unix_socket_directories = '$dir'"
@@ -64,13 +80,13 @@ start_cluster() {
 		local line
 		for line in "$@"; do echo "$line"; done
 	} >>"$dir/data/postgresql.conf"
-	as_pg pg_ctl -D "$dir/data" -l "$dir/log" -w -t 60 start >/dev/null
+	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 start >/dev/null
 }
 
 stop_cluster() {
 	local dir=/tmp/dlock-$1
 	if [ -f "$dir/data/postmaster.pid" ]; then
-		as_pg pg_ctl -D "$dir/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
+		as_pg "$PGBIN/pg_ctl" -D "$dir/data" -m immediate -w -t 60 stop >/dev/null 2>&1 || true
 	fi
 }
 
@@ -78,5 +94,39 @@ stop_cluster() {
 pg() {
 	local port=$1
 	shift
-	psql -X -q -h "/tmp/dlock-$port" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"
+	"$PGBIN/psql" -X -q -h "/tmp/dlock-$port" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"
+}
+
+# stage_tree DEST: a copy of the source tree as it is (tracked and untracked
+# files, not what git ignores), for a build that writes nothing into TOP.
+stage_tree() {
+	local dest=$1
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	if git -C "$TOP" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$TOP" && git ls-files -co --exclude-standard -z | tar cf - --null -T -) | tar xf - -C "$dest"
+	else
+		(cd "$TOP" && tar cf - --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+			--exclude=./results --exclude=./tmp_check --exclude=./output_iso .) | tar xf - -C "$dest"
+	fi
+}
+
+# in_major N CMD...: run a command for major N: on the host for the host's
+# major, otherwise inside that major's chroot (made on first use).
+in_major() {
+	local major=$1 root
+	shift
+	if [ "$major" = "$HOST_MAJOR" ]; then
+		env PG_MAJOR="$major" "$@"
+	else
+		root=$(chroot_dir "$major")
+		chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+			PG_MAJOR="$major" ${DLOCK_STRESS_SECONDS:+DLOCK_STRESS_SECONDS=$DLOCK_STRESS_SECONDS} \
+			${DLOCK_STRESS_SEED:+DLOCK_STRESS_SEED=$DLOCK_STRESS_SEED} "$@"
+	fi
+}
+
+# major_root N: where major N's file system starts ("" for the host)
+major_root() {
+	if [ "$1" = "$HOST_MAJOR" ]; then echo ""; else chroot_dir "$1"; fi
 }

@@ -1,0 +1,34 @@
+-- versioned SQL: a database created with dlock 1.0 is brought to the
+-- current version by ALTER EXTENSION dlock UPDATE, and ends up with exactly
+-- the objects of a fresh CREATE EXTENSION.  (pg_regress created the current
+-- version for this database.)
+CREATE FUNCTION dlock_objects() RETURNS SETOF text LANGUAGE sql AS $$
+  SELECT pg_describe_object(classid, objid, objsubid)
+    FROM pg_depend
+   WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+     AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dlock')
+$$;
+CREATE TEMP TABLE fresh AS SELECT dlock_objects() AS obj;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
+  FROM pg_extension WHERE extname = 'dlock';
+SELECT source, target, path FROM pg_extension_update_paths('dlock')
+ WHERE path IS NOT NULL ORDER BY source, target;
+
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.0';
+SELECT extversion FROM pg_extension WHERE extname = 'dlock';
+SELECT dlock_try('taken-under-1.0');
+ALTER EXTENSION dlock UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'dlock';
+-- the same objects as a fresh install, none more, none less
+(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
+UNION ALL
+(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+-- a lock taken before the update is still held, named, and released
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock('taken-under-1.0');
+SELECT dlock_try('after-update', lease => '1 hour'), dlock_token('after-update') > 0 AS has_token;
+SELECT dlock_unlock_all();
+-- updating again is a no-op
+ALTER EXTENSION dlock UPDATE;
+DROP FUNCTION dlock_objects();

@@ -1,0 +1,46 @@
+/*
+ * compat.h: the differences between the supported PostgreSQL majors (15, 17
+ * and 18), in one place.  Everything else in dlock is written against one
+ * API; each macro here says which major changed what.
+ */
+#ifndef DLOCK_COMPAT_H
+#define DLOCK_COMPAT_H
+
+#include "storage/lock.h"
+#include "storage/proc.h"
+
+#if PG_VERSION_NUM < 150000
+#error "dlock needs PostgreSQL 15 or later"
+#endif
+
+/* 16 moved the varlena macros (VARDATA_ANY and friends) to their own header. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
+/*
+ * 17 dropped PGPROC.pgprocno: a process's number is now its offset in
+ * ProcGlobal->allProcs (GetNumberFromPGProc).
+ */
+#if PG_VERSION_NUM < 170000
+#define GetNumberFromPGProc(proc) ((proc)->pgprocno)
+#endif
+
+/*
+ * 17 gave LockHeldByMe a third argument, "or a stronger mode"; dlock always
+ * asks about the exact mode, as 15 did.
+ */
+#if PG_VERSION_NUM >= 170000
+#define dlock_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode), false)
+#else
+#define dlock_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
+#endif
+
+/* 18 lets a module say its name and version in its magic block. */
+#ifdef PG_MODULE_MAGIC_EXT
+#define DLOCK_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "dlock", .version = DLOCK_VERSION)
+#else
+#define DLOCK_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
+
+#endif							/* DLOCK_COMPAT_H */

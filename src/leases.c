@@ -1,0 +1,216 @@
+/*
+ * leases.c: leases on named locks, as the holding backend sees them.
+ *
+ * A lease is an expiry time in the hold's slot entry (slots.c); the reaper
+ * (reaper.c) ends the holder once it has passed.  Here: checking lease
+ * arguments, dlock_renew, waking the reaper when a lease ends earlier than
+ * it plans to wake, and refusing what a holder past its lease must not do.
+ *
+ * Invariant: a holder whose lease has run out is never told yes again: it
+ * cannot renew, re-take the lock, or commit (or prepare) a transaction, even
+ * if the reaper is late; and a renewal that races the expiry is undone and
+ * reported as the expiry.
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+PG_FUNCTION_INFO_V1(dlock_renew);
+
+/*
+ * A hold whose lease had run out, released (dlock_unlock, dlock_unlock_all)
+ * in the current transaction: that transaction must not commit either.
+ */
+static TimestampTz released_expired_at = 0;
+static char released_expired_name[DLOCK_NAME_MAX + 1];
+
+/* A lease argument in microseconds, checked; -1 for none. */
+int64
+dlock_lease_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int64		lease_us = dlock_interval_arg(fcinfo, argno, "lease");
+
+	if (lease_us < 0)
+		return -1;
+	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
+	if (lease_us < DLOCK_MIN_LEASE_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be at least %d milliseconds",
+						(int) (DLOCK_MIN_LEASE_US / 1000)),
+				 errdetail("The lease reaper does not enforce shorter leases.")));
+	/* with a day to spare, so that adding it later cannot overflow */
+	dlock_lease_end(GetCurrentTimestamp() + USECS_PER_DAY, lease_us);
+	return lease_us;
+}
+
+/* A live hold whose lease has run out: it is being taken away. */
+bool
+dlock_lease_ran_out(const DlockEntry *e)
+{
+	return e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
+		e->lease_expires <= GetCurrentTimestamp() && dlock_entry_lock_held(e);
+}
+
+/* The error for a hold whose lease has run out. */
+void
+dlock_lease_expired(const char *name, TimestampTz expired)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("lease of lock \"%s\" has expired", name),
+			 errdetail("The lease expired at %s; the lock is being taken away from this session.",
+					   timestamptz_to_str(expired))));
+}
+
+static void
+refuse_commit(const char *utf8name, int len, TimestampTz expired)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("cannot commit after the lease of lock \"%s\" expired",
+					pg_any_to_server(pnstrdup(utf8name, len), len, PG_UTF8)),
+			 errdetail("The lease expired at %s; the lock is being taken away from this session.",
+					   timestamptz_to_str(expired))));
+}
+
+void
+dlock_wake_reaper(TimestampTz expires)
+{
+	uint64		w;
+	int			p;
+
+	pg_memory_barrier();
+	w = pg_atomic_read_u64(&dlock_shared->reaper_wakeup);
+	p = dlock_shared->reaper_procno;
+	if ((w == 0 || (uint64) expires < w) && p >= 0)
+		SetLatch(&GetPGProcByNumber(p)->procLatch);
+}
+
+/* Remember a release of a hold whose lease has run out (see above). */
+void
+dlock_note_release(const DlockEntry *e)
+{
+	if (e->lease_expires == 0 || released_expired_at != 0 ||
+		e->lease_expires > GetCurrentTimestamp())
+		return;
+	released_expired_at = e->lease_expires;
+	memcpy(released_expired_name, e->name, e->namelen);
+	released_expired_name[e->namelen] = '\0';
+}
+
+void
+dlock_forget_released_expired(void)
+{
+	released_expired_at = 0;
+}
+
+/*
+ * At commit: no hold of this session may have a lease that has run out.  The
+ * reaper is ending this session or transaction, and a stale holder must not
+ * commit anything meanwhile, however late the reaper is.
+ */
+void
+dlock_refuse_commit_after_expiry(void)
+{
+	int			i;
+
+	if (released_expired_at != 0)
+		refuse_commit(released_expired_name, strlen(released_expired_name),
+					  released_expired_at);
+	if (dlock_my_slot == NULL)
+		return;
+	for (i = 0; i < dlock_my_slot->nused; i++)
+	{
+		DlockEntry *e = &dlock_my_slot->entries[i];
+
+		if (dlock_lease_ran_out(e))
+			refuse_commit(e->name, e->namelen, e->lease_expires);
+	}
+}
+
+/* dlock_renew(name, lease): push the lease of this session's hold out */
+Datum
+dlock_renew(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		lease_us;
+	int			refs[2];
+	int			n;
+	int			i;
+	TimestampTz now;
+	TimestampTz expires = 0;
+	TimestampTz old_expires[2];
+	int64		old_us[2];
+
+	dlock_name_arg(fcinfo, 0, &name);
+	lease_us = dlock_lease_arg(fcinfo, 1);
+	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
+	dlock_backend_init();
+
+	n = dlock_held_entries(&name, refs);
+	if (n == 0)
+		dlock_not_held(&name);
+	now = GetCurrentTimestamp();
+	for (i = 0; i < n; i++)
+	{
+		DlockEntry *e = dlock_entry_at(refs[i]);
+
+		if (e->lease_expires != 0 && e->lease_expires <= now)
+			dlock_lease_expired(dlock_display_name(&name), e->lease_expires);
+		if (lease_us < 0 && e->lease_us == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lock \"%s\" has no lease to renew", dlock_display_name(&name)),
+					 errhint("Pass a lease, as in dlock_renew('%s', '30s').", dlock_display_name(&name))));
+		if (refs[i] >= dlock_my_cap)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(&name)),
+					 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
+							   dlock_my_cap)));
+	}
+	for (i = 0; i < n; i++)
+	{
+		DlockEntry *e = dlock_entry_at(refs[i]);
+		int64		len = lease_us >= 0 ? lease_us : e->lease_us;
+
+		old_expires[i] = e->lease_expires;
+		old_us[i] = e->lease_us;
+		expires = dlock_lease_end(now, len);
+		dlock_change_begin(refs[i]);
+		e->lease_us = len;
+		e->lease_expires = expires;
+		dlock_change_end(refs[i]);
+	}
+
+	/*
+	 * If an old lease ran out while we were at it, the reaper may have seen
+	 * it expired and be ending this session already: put it back and fail,
+	 * so that the caller is never told yes while being taken away.
+	 */
+	now = GetCurrentTimestamp();
+	for (i = 0; i < n; i++)
+		if (old_expires[i] != 0 && old_expires[i] <= now)
+		{
+			for (int j = 0; j < n; j++)
+			{
+				DlockEntry *e = dlock_entry_at(refs[j]);
+
+				dlock_change_begin(refs[j]);
+				e->lease_us = old_us[j];
+				e->lease_expires = old_expires[j];
+				dlock_change_end(refs[j]);
+			}
+			dlock_wake_reaper(old_expires[i]);
+			dlock_lease_expired(dlock_display_name(&name), old_expires[i]);
+		}
+	dlock_wake_reaper(expires);
+	PG_RETURN_TIMESTAMPTZ(expires);
+}

@@ -1,0 +1,138 @@
+/*
+ * xact.c: transaction-scope holds and the transaction callbacks.
+ *
+ * The lock manager releases transaction-scope advisory locks at the end of
+ * the transaction, and those of a subtransaction when it aborts; this file
+ * follows it, so that the entries of those holds end at the same moment.  It
+ * also runs the lease checks that must stop a commit or a PREPARE.
+ *
+ * Invariant: xact_holds lists exactly the transaction-scope holds the lock
+ * manager has for this backend, each with the subtransaction that owns it;
+ * room for one more is reserved before a lock is asked for, so recording a
+ * grant cannot fail.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+#include "dlock.h"
+
+typedef struct XactHold
+{
+	int			ref;
+	SubTransactionId subid;
+} XactHold;
+
+static XactHold *xact_holds = NULL;
+static int	n_xact_holds = 0;
+static int	max_xact_holds = 0;
+
+static void xact_callback(XactEvent event, void *arg);
+static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							 SubTransactionId parentSubid, void *arg);
+
+void
+dlock_xact_setup(void)
+{
+	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
+}
+
+void
+dlock_reserve_xact_hold(void)
+{
+	if (n_xact_holds < max_xact_holds)
+		return;
+	if (xact_holds == NULL)
+	{
+		max_xact_holds = 16;
+		xact_holds = MemoryContextAlloc(TopMemoryContext,
+										sizeof(XactHold) * max_xact_holds);
+	}
+	else
+	{
+		xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds * 2);
+		max_xact_holds *= 2;
+	}
+}
+
+/* Record a transaction-scope grant; room was reserved before the lock. */
+void
+dlock_add_xact_hold(int ref)
+{
+	Assert(n_xact_holds < max_xact_holds);
+	xact_holds[n_xact_holds].ref = ref;
+	xact_holds[n_xact_holds].subid = GetCurrentSubTransactionId();
+	n_xact_holds++;
+}
+
+static void
+drop_xact_hold(int i)
+{
+	int			ref = xact_holds[i].ref;
+	DlockEntry *e = dlock_entry_at(ref);
+
+	dlock_change_begin(ref);
+	if (e->nxact > 0)
+		e->nxact--;
+	dlock_entry_free_if_unused(ref);
+	dlock_change_end(ref);
+	xact_holds[i] = xact_holds[--n_xact_holds];
+}
+
+static void
+xact_callback(XactEvent event, void *arg)
+{
+	int			i;
+
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PARALLEL_PRE_COMMIT:
+			dlock_refuse_commit_after_expiry();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			dlock_refuse_commit_after_expiry();
+			for (i = 0; i < n_xact_holds; i++)
+				if (dlock_entry_at(xact_holds[i].ref)->lease_expires != 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("cannot PREPARE a transaction that holds a dlock lock with a lease"),
+							 errdetail("A prepared transaction has no session the lease reaper could end.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			dlock_forget_released_expired();
+			while (n_xact_holds > 0)
+				drop_xact_hold(n_xact_holds - 1);
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	int			i;
+
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* the lock manager hands the locks to the parent; so do we */
+		for (i = 0; i < n_xact_holds; i++)
+			if (xact_holds[i].subid == mySubid)
+				xact_holds[i].subid = parentSubid;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* the lock manager releases the locks of the subtransaction */
+		for (i = n_xact_holds - 1; i >= 0; i--)
+			if (xact_holds[i].subid == mySubid)
+				drop_xact_hold(i);
+	}
+}

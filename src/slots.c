@@ -39,12 +39,17 @@ static int	free_in_slot = 0;	/* unused entries of the shared slot */
 
 /*
  * Sweeping the full slot for holds released behind dlock's back costs one
- * lock-table lookup per entry; each new entry earns one credit and a sweep
- * costs dlock_my_cap of them, so a session holding thousands of names pays
- * one lookup per new name on average.  A lease needs a slot entry and sweeps
- * whatever the credit.
+ * lock-table lookup per entry.  Each new entry earns one credit; a sweep
+ * needs sweep_cost of them, which starts at dlock_my_cap, doubles (up to
+ * SWEEP_COST_MAX times that) after every sweep that found nothing, and is
+ * back at dlock_my_cap once this session frees a slot entry itself.  So a
+ * session holding thousands of names pays well under one lookup per new name,
+ * and a slot emptied behind dlock's back is reclaimed as soon as it is full
+ * again.  A lease needs a slot entry and sweeps whatever the credit.
  */
+#define SWEEP_COST_MAX 16
 static int	sweep_credit = 0;
+static int	sweep_cost = 0;
 
 /* ---- the index: (key, mode) -> ref, open addressing, linear probing ---- */
 
@@ -257,7 +262,7 @@ dlock_backend_setup(void)
 		on_shmem_exit(backend_exit, (Datum) 0);
 	}
 	free_in_slot = dlock_my_cap;
-	sweep_credit = dlock_my_cap;
+	sweep_credit = sweep_cost = dlock_my_cap;
 	while (size < (uint32) dlock_my_cap * 4)
 		size *= 2;
 	index_alloc(size);
@@ -338,17 +343,18 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 		return ref;
 	}
 	index_reserve();
-	if (sweep_credit < dlock_my_cap)
+	if (sweep_credit < SWEEP_COST_MAX * dlock_my_cap)
 		sweep_credit++;
 	if ((ref = free_slot_entry()) >= 0)
 		return ref;
 
 	/* full: drop holds released behind dlock's back, then look again */
-	if (dlock_my_cap > 0 && (need_shared || sweep_credit >= dlock_my_cap))
+	if (dlock_my_cap > 0 && (need_shared || sweep_credit >= sweep_cost))
 	{
 		sweep_credit = 0;
 		if (sweep_stale_entries() && (ref = free_slot_entry()) >= 0)
 			return ref;
+		sweep_cost = Min(sweep_cost * 2, SWEEP_COST_MAX * dlock_my_cap);
 	}
 	if (need_shared)
 		ereport(ERROR,
@@ -445,6 +451,7 @@ dlock_entry_free_if_unused(int ref)
 	if (ref < dlock_my_cap)
 	{
 		free_in_slot++;
+		sweep_cost = dlock_my_cap;
 		while (dlock_my_slot->nused > 0 &&
 			   !dlock_my_slot->entries[dlock_my_slot->nused - 1].inuse)
 			dlock_my_slot->nused--;

@@ -29,11 +29,15 @@ ISOLATION = contention timeout deadlock xact_release lease_session lease_xact sh
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
 	--temp-config=test/dlock.conf
 TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
 REGRESS_NOPRELOAD = dlock_nopreload
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# after the include: Makefile.global empties it
+PROVE_FLAGS += -I test/t
 
 # every source file includes the shared headers (PGXS tracks no header changes)
 $(OBJS) $(OBJS:.o=.bc): src/dlock.h src/compat.h

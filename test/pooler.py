@@ -155,7 +155,6 @@ def t_sess_discard():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--bindir", default=os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"))
     fault.ARGS = ap.parse_args()
     c = connect()
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")

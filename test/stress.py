@@ -242,7 +242,6 @@ def setup():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--bindir", default=os.environ.get("PGBIN", "/usr/lib/postgresql/15/bin"))
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("DLOCK_STRESS_SECONDS", 10)))
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("DLOCK_STRESS_SEED", time.time())))

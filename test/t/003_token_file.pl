@@ -1,0 +1,55 @@
+# The token file damaged or unreadable: the server starts, locking works,
+# dlock_token refuses with a clear error (no token that could repeat), and the
+# log says what is wrong; with the file restored, tokens resume above the
+# ones before.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DlockTest;
+
+my $node = dlock_node('token_file');
+my $path = $node->data_dir . '/pg_dlock_tokens';
+my $before = take_token($node, 'tok2');
+$node->stop('fast');
+my $good = slurp_file($path);
+
+# restart with the file replaced, check, restore
+sub with_file
+{
+	my ($what, $setup, $log_re) = @_;
+	$setup->();
+	my $off = -s $node->logfile;
+	$node->start;
+	ok($node->log_contains($log_re, $off), "$what: the log says so");
+	is($node->safe_psql('postgres', "SELECT dlock_try('tok2')"),
+		't', "$what: locking works");
+	my ($rc, $out, $err) = $node->psql('postgres',
+		"SELECT dlock_try('tok2'); SELECT dlock_token('tok2');");
+	like($err, qr/lock "tok2" has no fencing token/, "$what: no token, a clear error");
+	$node->stop('fast');
+	chmod 0600, $path;
+	open my $fh, '>:raw', $path or die "open $path: $!";
+	print $fh $good;
+	close $fh;
+	return;
+}
+
+with_file(
+	'damaged file',
+	sub {
+		open my $fh, '>:raw', $path or die "open $path: $!";
+		print $fh 'garbage';
+		close $fh;
+	},
+	qr/file "pg_dlock_tokens" is damaged/);
+with_file('unreadable file', sub { chmod 0000, $path },
+	qr/could not open file "pg_dlock_tokens": Permission denied/);
+
+$node->start;
+cmp_ok(take_token($node, 'tok2'), '>', $before,
+	'the restored file: tokens above the one before the damage');
+$node->stop;
+done_testing();

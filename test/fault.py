@@ -17,7 +17,6 @@ import contextlib
 import datetime
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time

@@ -112,21 +112,33 @@ stage_tree() {
 }
 
 # in_major N CMD...: run a command for major N: on the host for the host's
-# major, otherwise inside that major's chroot (made on first use).
+# major, otherwise inside that major's chroot, with this environment's
+# DLOCK_* settings.
 in_major() {
-	local major=$1 root
+	local major=$1 kv envs=()
 	shift
 	if [ "$major" = "$HOST_MAJOR" ]; then
 		env PG_MAJOR="$major" "$@"
 	else
-		root=$(chroot_dir "$major")
-		chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-			PG_MAJOR="$major" ${DLOCK_STRESS_SECONDS:+DLOCK_STRESS_SECONDS=$DLOCK_STRESS_SECONDS} \
-			${DLOCK_STRESS_SEED:+DLOCK_STRESS_SEED=$DLOCK_STRESS_SEED} "$@"
+		while IFS= read -r kv; do envs+=("$kv"); done < <(env | grep '^DLOCK_' || true)
+		chroot "$(chroot_dir "$major")" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+			HOME=/root LANG=C.UTF-8 PG_MAJOR="$major" "${envs[@]}" "$@"
 	fi
 }
 
 # major_root N: where major N's file system starts ("" for the host)
 major_root() {
 	if [ "$1" = "$HOST_MAJOR" ]; then echo ""; else chroot_dir "$1"; fi
+}
+
+# run_staged N DIR SCRIPT ARGS...: a copy of this tree in DIR (inside major
+# N's chroot unless N is the host's; the chroot is made on first use), owned
+# by postgres, and SCRIPT (relative to the tree) run there for major N.
+run_staged() {
+	local major=$1 dir=$2 script=$3
+	shift 3
+	[ "$major" = "$HOST_MAJOR" ] || ensure_chroot "$major" || return 1
+	stage_tree "$(major_root "$major")$dir"
+	in_major "$major" chown -R postgres:postgres "$dir"
+	in_major "$major" bash "$dir/$script" "$@"
 }

@@ -6,6 +6,12 @@
 # chroot each, made from the mirror apt already uses, kept in
 # /var/tmp/dlock-pgN and reused by later runs.  Inside, the same test scripts
 # run with PG_MAJOR=N against the chroot's own packages.
+#
+# While a chroot is in use, /proc, /dev, /dev/pts and /dev/shm are mounted
+# into it; test/run and test/bench/run unmount them when done (test/demo
+# leaves them for the server it leaves running; `test/demo --pg N stop`
+# unmounts).  Unmount before removing a chroot by hand:
+#   umount -R /var/tmp/dlock-pgN/{dev,proc}; rm -rf /var/tmp/dlock-pgN
 
 HOST_MAJOR=15
 SUPPORTED_MAJORS=(15 17 18)

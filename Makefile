@@ -21,7 +21,7 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
 # headers (an -isystem directory wins over the same directory given with -I)
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 
-REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view \
+REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
 	dlock_lease dlock_token dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock

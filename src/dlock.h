@@ -230,7 +230,6 @@ extern void dlock_add_xact_hold(int ref);
 
 /* name.c */
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
-extern int64 dlock_key_bytes(const char *utf8, int len);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
 extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);

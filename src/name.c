@@ -22,7 +22,7 @@
 
 PG_FUNCTION_INFO_V1(dlock_key);
 
-int64
+static int64
 dlock_key_bytes(const char *utf8, int len)
 {
 	uint8		digest[32];

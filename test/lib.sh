@@ -26,7 +26,7 @@ need_root() {
 	fi
 }
 
-# pick_major ARG...: sets PG_MAJOR from "--pg N" (or leaves it); checks it.
+# check_major N: exits with a message unless N is a supported major.
 check_major() {
 	local m
 	for m in "${SUPPORTED_MAJORS[@]}"; do [ "$m" = "$1" ] && return 0; done

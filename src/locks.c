@@ -124,7 +124,9 @@ release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
  * (the CHECK_FOR_INTERRUPTS in ProcSleep's latch wait), and only after
  * LockErrorCleanup has run.  That took this process off the lock's wait
  * queue under the partition lock (or kept a grant that raced in), cleared
- * awaitedLock and disabled the lock timer, and it released the partition
+ * proc.c's lockAwaited (18: ResetAwaitedLock; on 15 and 17 lock.c's
+ * awaitedLock stays set but is only read after the next WaitOnLock sets it)
+ * and disabled the lock timer, and it released the partition
  * lock again.  While ProcSleep waits it holds no LWLock, buffer pin or other
  * resource that an abort would have to give back, and WaitOnLock's own
  * PG_CATCH only resets the process title before re-throwing.  What is left

@@ -369,18 +369,19 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 	{
 		int			newmax = Max(8, max_overflow * 2);
 
+		/* each array on its own, so that a failed allocation leaves no mix */
+		if (free_overflow == NULL)
+			free_overflow = MemoryContextAlloc(TopMemoryContext, sizeof(int) * newmax);
+		else
+			free_overflow = repalloc(free_overflow, sizeof(int) * newmax);
 		if (dlock_overflow == NULL)
-		{
 			dlock_overflow = MemoryContextAllocZero(TopMemoryContext,
 													sizeof(DlockEntry) * newmax);
-			free_overflow = MemoryContextAlloc(TopMemoryContext, sizeof(int) * newmax);
-		}
 		else
 		{
 			dlock_overflow = repalloc(dlock_overflow, sizeof(DlockEntry) * newmax);
 			memset(&dlock_overflow[max_overflow], 0,
 				   sizeof(DlockEntry) * (newmax - max_overflow));
-			free_overflow = repalloc(free_overflow, sizeof(int) * newmax);
 		}
 		max_overflow = newmax;
 	}

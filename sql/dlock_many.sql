@@ -30,4 +30,11 @@ SELECT count(*) FILTER (WHERE dlock_try_xact('many-' || i)) FROM generate_series
 SELECT agree();
 COMMIT;
 SELECT agree();
+-- a sweep that found nothing does not keep the next holds released behind
+-- dlock's back from being reclaimed (a pooled session after DISCARD ALL)
+SELECT count(*) FILTER (WHERE dlock_try('full-' || i)) FROM generate_series(1, 66) i;
+SELECT pg_advisory_unlock_all();
+SELECT dlock_try('after-discard'), dlock_try('after-discard', lease => '1 hour');
+SELECT name FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock_all();
 DROP FUNCTION agree();

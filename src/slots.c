@@ -43,9 +43,10 @@ static int	free_in_slot = 0;	/* unused entries of the shared slot */
  * needs sweep_cost of them, which starts at dlock_my_cap, doubles (up to
  * SWEEP_COST_MAX times that) after every sweep that found nothing, and is
  * back at dlock_my_cap once this session frees a slot entry itself.  So a
- * session holding thousands of names pays well under one lookup per new name,
- * and a slot emptied behind dlock's back is reclaimed as soon as it is full
- * again.  A lease needs a slot entry and sweeps whatever the credit.
+ * session holding thousands of names pays well under one lookup per new name.
+ * A session with fewer overflow entries in use than the slot has entries
+ * sweeps whenever the slot is full (as pooled sessions after DISCARD ALL
+ * need), and a lease needs a slot entry and sweeps whatever the credit.
  */
 #define SWEEP_COST_MAX 16
 static int	sweep_credit = 0;
@@ -349,7 +350,9 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 		return ref;
 
 	/* full: drop holds released behind dlock's back, then look again */
-	if (dlock_my_cap > 0 && (need_shared || sweep_credit >= sweep_cost))
+	if (dlock_my_cap > 0 &&
+		(need_shared || sweep_credit >= sweep_cost ||
+		 n_overflow - n_free_overflow < dlock_my_cap))
 	{
 		sweep_credit = 0;
 		if (sweep_stale_entries() && (ref = free_slot_entry()) >= 0)

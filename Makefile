@@ -13,7 +13,7 @@ MODULE_big = dlock
 OBJS = src/dlock.o src/slots.o src/locks.o src/leases.o src/tokens.o src/xact.o \
 	src/view.o src/reaper.o src/name.o src/sha256.o
 EXTENSION = dlock
-DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql
+DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql
 PGFILEDESC = "dlock - named, lease-aware advisory locks"
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror

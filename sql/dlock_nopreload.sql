@@ -5,6 +5,8 @@ RESET client_min_messages;
 SHOW shared_preload_libraries;
 
 SELECT dlock_key('abc');
+-- the standby setting is a per-session choice, there without preloading too
+SHOW dlock.allow_standby_locks;
 SELECT dlock_try('plain'), dlock_try('plain'), dlock_lock('waited', '1s'), dlock_try('s', true);
 SELECT dlock_unlock('plain'), dlock_unlock('plain'), dlock_unlock('plain');
 BEGIN;

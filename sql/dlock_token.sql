@@ -8,6 +8,16 @@ SELECT dlock_token('fence') AS t1 \gset
 -- re-entering is the same hold: same token
 SELECT dlock_try('fence');
 SELECT dlock_token('fence') = :t1 AS same;
+-- the layout: timeline * 10^13 + a counter of the timeline (this server is
+-- on timeline 1, and the counter starts above the timeline's base)
+SELECT :t1 / 10000000000000 AS timeline,
+       :t1 / 10000000000000 = (SELECT timeline_id FROM pg_control_checkpoint()) AS current_timeline,
+       :t1 % 10000000000000 > 0 AS counter_above_base;
+-- allowing standby locks changes nothing on a primary
+SET dlock.allow_standby_locks = on;
+SELECT dlock_try('fence-primary'), dlock_token('fence-primary') > :t1 AS has_token;
+SELECT dlock_unlock('fence-primary');
+RESET dlock.allow_standby_locks;
 SELECT dlock_unlock('fence'), dlock_unlock('fence');
 SELECT dlock_token('fence');
 -- a new hold: a larger token

@@ -9,6 +9,9 @@ CREATE FUNCTION dlock_objects() RETURNS SETOF text LANGUAGE sql AS $$
      AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'dlock')
 $$;
 CREATE TEMP TABLE fresh AS SELECT dlock_objects() AS obj;
+CREATE TEMP TABLE fresh_comments AS
+  SELECT p.oid::regprocedure::text AS func, obj_description(p.oid, 'pg_proc') AS comment
+    FROM pg_proc p WHERE p.proname LIKE 'dlock%';
 SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
   FROM pg_extension WHERE extname = 'dlock';
 SELECT source, target, path FROM pg_extension_update_paths('dlock')
@@ -24,6 +27,11 @@ SELECT extversion FROM pg_extension WHERE extname = 'dlock';
 (SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
 UNION ALL
 (SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+-- and the same comments (1.2 says what a fencing token is)
+SELECT f.func FROM fresh_comments f
+  JOIN pg_proc p ON p.oid::regprocedure::text = f.func
+ WHERE obj_description(p.oid, 'pg_proc') IS DISTINCT FROM f.comment;
+SELECT obj_description('dlock_token(text)'::regprocedure, 'pg_proc') LIKE 'the fencing token%timeline * 10^13%' AS token_comment;
 -- a lock taken before the update is still held, named, and released
 SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock('taken-under-1.0');
@@ -31,4 +39,13 @@ SELECT dlock_try('after-update', lease => '1 hour'), dlock_token('after-update')
 SELECT dlock_unlock_all();
 -- updating again is a no-op
 ALTER EXTENSION dlock UPDATE;
+-- from 1.1 (the version before this one), too
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.1';
+ALTER EXTENSION dlock UPDATE;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
+  FROM pg_extension WHERE extname = 'dlock';
+(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
+UNION ALL
+(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
 DROP FUNCTION dlock_objects();

@@ -22,6 +22,7 @@ DLOCK_MODULE_MAGIC;
 DlockShared *dlock_shared = NULL;
 int			dlock_max_locks_per_session = 64;
 int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
+bool		dlock_allow_standby_locks = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -74,8 +75,6 @@ dlock_shmem_startup(void)
 	dlock_shared = s;
 	if (!found)
 	{
-		uint64		next;
-
 		memset(s, 0, dlock_shmem_size());
 		s->token_lock = &(GetNamedLWLockTranche("dlock"))->lock;
 		s->reaper_procno = -1;
@@ -86,10 +85,10 @@ dlock_shmem_startup(void)
 		s->token_block = dlock_token_reserve;
 		for (i = 0; i < s->nslots; i++)
 			pg_atomic_init_u32(&dlock_slot(i)->changecount, 0);
-
-		s->tokens_ok = dlock_tokens_start(&next);
-		pg_atomic_init_u64(&s->token_next, next);
-		pg_atomic_init_u64(&s->token_ceiling, s->tokens_ok ? next + s->token_block : 0);
+		/* tokens start with the first one asked for after recovery */
+		pg_atomic_init_u32(&s->token_state, DLOCK_TOKENS_NOT_STARTED);
+		pg_atomic_init_u64(&s->token_next, 0);
+		pg_atomic_init_u64(&s->token_ceiling, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -98,6 +97,16 @@ void
 _PG_init(void)
 {
 	BackgroundWorker worker;
+
+	/* a per-session choice, so it exists with or without preloading */
+	DefineCustomBoolVariable("dlock.allow_standby_locks",
+							 "Allows taking dlock locks on a hot standby.",
+							 "Such a lock excludes only other sessions of the same standby, never the primary's, "
+							 "and has no fencing token.",
+							 &dlock_allow_standby_locks,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
 
 	/*
 	 * Without preloading there is no shared memory to size, and a
@@ -116,8 +125,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.token_reserve",
 							"Fencing tokens reserved on disk at a time.",
-							"The token file is written and fsynced at every start and once every this many tokens; "
-							"after a restart or crash, tokens resume above the last reservation.",
+							"The token file is written and fsynced at the first token after every start and once every "
+							"this many tokens; after a restart or crash, tokens resume above the last reservation.",
 							&dlock_token_reserve,
 							DLOCK_TOKEN_RESERVE_DEFAULT, 1, INT_MAX,
 							PGC_POSTMASTER, GUC_NOT_IN_SAMPLE,

@@ -28,6 +28,7 @@
 
 #include "postgres.h"
 
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -38,7 +39,7 @@
 #include "compat.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
-#define DLOCK_VERSION "1.1"
+#define DLOCK_VERSION "1.2"
 
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255
@@ -54,7 +55,28 @@
 #define DLOCK_CANCEL_GRACE_US ((int64) 1000 * 1000)
 
 /* Tokens are reserved on disk in blocks of dlock.token_reserve, by default: */
-#define DLOCK_TOKEN_RESERVE_DEFAULT (1 << 30)
+#define DLOCK_TOKEN_RESERVE_DEFAULT 1000000
+
+/*
+ * A fencing token is  timeline * DLOCK_TOKEN_SPAN + n,  n in 1 .. SPAN - 1
+ * (tokens.c; README.md "High availability").  Decimal, so that a token shows
+ * its timeline: 30000000000042 is the 42nd token of timeline 3.
+ */
+#define DLOCK_TOKEN_SPAN INT64CONST(10000000000000)	/* 10^13 */
+#define DLOCK_TOKEN_MAX_TIMELINE (PG_INT64_MAX / DLOCK_TOKEN_SPAN - 1) /* 922336 */
+
+/* In place of a token (DlockEntry.token <= 0): why a hold has none. */
+#define DLOCK_NO_TOKEN_FILE		0	/* the token file could not be used */
+#define DLOCK_NO_TOKEN_RECOVERY	(-1)	/* taken while the server was a standby */
+#define DLOCK_NO_TOKEN_USED_UP	(-2)	/* this timeline's tokens are used up */
+#define DLOCK_NO_TOKEN_TIMELINE	(-3)	/* the timeline is beyond what tokens hold */
+
+/* DlockShared.token_state */
+#define DLOCK_TOKENS_NOT_STARTED	0	/* until the first token after recovery */
+#define DLOCK_TOKENS_ON				1
+#define DLOCK_TOKENS_FILE_FAILED	2	/* until the next start of the server */
+#define DLOCK_TOKENS_USED_UP		3
+#define DLOCK_TOKENS_BAD_TIMELINE	4
 
 /* The file, relative to the data directory, that holds the token ceiling. */
 #define DLOCK_TOKEN_FILE "pg_dlock_tokens"
@@ -83,7 +105,8 @@ typedef struct DlockEntry
 								 * wait start while only waiting */
 	TimestampTz lease_expires;	/* 0: no lease */
 	int64		lease_us;		/* length of the last lease given */
-	int64		token;			/* fencing token of this hold; 0: none */
+	int64		token;			/* fencing token of this hold; <= 0: none,
+								 * DLOCK_NO_TOKEN_* says why */
 	int32		nsession;		/* session-scope holds (re-entrant count) */
 	int32		nxact;			/* transaction-scope holds */
 	uint8		inuse;
@@ -105,11 +128,14 @@ typedef struct DlockSlot
 
 typedef struct DlockShared
 {
-	LWLock	   *token_lock;		/* serialises extending the token ceiling */
+	LWLock	   *token_lock;		/* serialises starting the counter and
+								 * extending the token ceiling */
+	pg_atomic_uint32 token_state;	/* DLOCK_TOKENS_* */
 	pg_atomic_uint64 token_next;	/* next token to hand out */
 	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
-	bool		tokens_ok;		/* false if the token file failed */
+	uint64		token_limit;	/* tokens of this timeline are below this */
 	uint64		token_block;	/* dlock.token_reserve */
+	TimeLineID	token_timeline; /* the timeline tokens are handed out on */
 	int			reaper_procno;	/* -1 when no reaper runs */
 	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */
 	int			nslots;
@@ -131,6 +157,7 @@ typedef struct DlockName
 extern DlockShared *dlock_shared;
 extern int	dlock_max_locks_per_session;
 extern int	dlock_token_reserve;
+extern bool dlock_allow_standby_locks;
 extern void dlock_require_preload(const char *detail);
 
 /* slots.c: the shared slots (any backend) */
@@ -220,8 +247,7 @@ extern void dlock_refuse_commit_after_expiry(void);
 extern void dlock_forget_released_expired(void);
 
 /* tokens.c */
-extern bool dlock_tokens_start(uint64 *next);
-extern uint64 dlock_next_token(void);
+extern int64 dlock_next_token(void);
 
 /* xact.c */
 extern void dlock_xact_setup(void);

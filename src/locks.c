@@ -19,6 +19,7 @@
 #include <limits.h>
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
@@ -50,6 +51,20 @@ dlock_not_held(const DlockName *name)
 }
 
 /*
+ * On a hot standby, a lock excludes only the standby's own sessions: nobody
+ * who takes it on the primary.  Refused unless dlock.allow_standby_locks.
+ */
+static void
+refuse_on_standby(const DlockName *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+			 errmsg("cannot acquire lock \"%s\" during recovery", dlock_display_name(name)),
+			 errdetail("This server is a standby: a lock taken here does not exclude sessions on the primary."),
+			 errhint("Take the lock on the primary.  To take locks that exclude only other sessions of this standby, set \"dlock.allow_standby_locks\" to on.")));
+}
+
+/*
  * Record a grant.  fresh: the lock manager granted a new hold (not one this
  * backend already had in this mode), so whatever the entry says is stale.
  */
@@ -67,7 +82,7 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool fresh,
 		expires = GetCurrentTimestamp() + lease_us;
 	/* before the change window: it may write the token file */
 	if (start)
-		token = (int64) dlock_next_token();
+		token = dlock_next_token();
 	dlock_change_begin(ref);
 	if (start)
 	{
@@ -252,6 +267,8 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	}
 	shared = dlock_bool_arg(fcinfo, arg++, "shared");
 	lease_us = dlock_lease_arg(fcinfo, arg++);
+	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
+		refuse_on_standby(&name);
 
 	dlock_backend_init();
 	mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;

@@ -1,23 +1,37 @@
 /*
  * tokens.c: fencing tokens, the counter and the file that keeps it.
  *
- * Tokens come from one counter in shared memory, so they increase across
- * all acquisitions of the cluster.  The file pg_dlock_tokens in the data
- * directory holds a ceiling: every token handed out is below it.  At every
- * start (clean or after a crash) the counter resumes at the ceiling on disk
- * and a new block of dlock.token_reserve tokens is reserved above it; when a
- * block is used up, the next one is reserved (written and fsynced) before a
- * token from it is handed out.
+ * A token is  timeline * DLOCK_TOKEN_SPAN + n : the high part is the
+ * timeline the server writes WAL on, the low part a counter of that
+ * timeline, 1 .. DLOCK_TOKEN_SPAN - 1.  PostgreSQL gives every promotion and
+ * every end of archive recovery a timeline larger than any it knows, so the
+ * first token of a new primary is above every token of every earlier
+ * timeline, whatever the old primary did after the standby was copied and
+ * even while it still runs: nothing needs to be replicated.
+ *
+ * Within a timeline, tokens come from one counter in shared memory, so they
+ * increase across all acquisitions of the server.  The file pg_dlock_tokens
+ * in the data directory holds a ceiling: every token handed out is below it.
+ * The counter starts when the first token is asked for after recovery (a
+ * standby hands out none: its tokens could not be ordered with its
+ * primary's), above both the ceiling on disk and the timeline's base, and a
+ * block of dlock.token_reserve tokens is reserved above it; when a block is
+ * used up, the next one is reserved (written and fsynced) before a token from
+ * it is handed out.  Reservations never go past the timeline's last token.
  *
  * Invariant: no token is handed out that is not below a ceiling already
- * durable on disk, so tokens increase across restarts and crashes too.  If
- * the file cannot be read or written, acquisitions go on without a token
- * (dlock_token says why) rather than hand out one that could repeat.
+ * durable on disk and inside the range of the timeline the server writes
+ * on, so tokens increase across restarts, crashes and promotions, and never
+ * wrap.  When a token cannot be given (the file cannot be read or written,
+ * the timeline's tokens are used up, a standby), the acquisition goes on
+ * without one, and dlock_token says why, rather than hand out one that
+ * could repeat.
  */
 #include "postgres.h"
 
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
@@ -49,7 +63,7 @@ token_file_read(uint64 *ceiling)
 	{
 		if (errno == ENOENT)
 		{
-			*ceiling = 1;		/* first start: tokens begin at 1 */
+			*ceiling = 0;		/* first start: the timeline's base decides */
 			return true;
 		}
 		ereport(LOG,
@@ -116,58 +130,192 @@ token_file_write(uint64 ceiling)
 	return durable_rename(tmp, DLOCK_TOKEN_FILE, LOG) == 0;
 }
 
-/*
- * At start-up (in the postmaster, at start and after every crash): resume
- * above whatever an earlier life may have handed out, and reserve a block.
- * Sets *next to the first token to hand out; false if tokens are disabled.
- */
-bool
-dlock_tokens_start(uint64 *next)
+/* Why a hold has no token, from the state of the counter. */
+static int64
+no_token(uint32 state)
 {
-	uint64		start = 0;
-	bool		ok;
+	switch (state)
+	{
+		case DLOCK_TOKENS_USED_UP:
+			return DLOCK_NO_TOKEN_USED_UP;
+		case DLOCK_TOKENS_BAD_TIMELINE:
+			return DLOCK_NO_TOKEN_TIMELINE;
+		default:
+			return DLOCK_NO_TOKEN_FILE;
+	}
+}
 
-	ok = token_file_read(&start) &&
-		start <= PG_INT64_MAX - 2 * dlock_shared->token_block &&
-		token_file_write(start + dlock_shared->token_block);
-	*next = start;
-	return ok;
+static void
+log_used_up(DlockShared *s)
+{
+	ereport(LOG,
+			(errmsg("fencing tokens of timeline %u are used up", s->token_timeline),
+			 errdetail("Locks are taken without fencing tokens until the server writes on a new timeline.")));
 }
 
 /*
- * The next fencing token, or 0 if tokens are unavailable.
+ * Start the counter on the timeline this server writes on (once per life of
+ * the shared memory, in the first backend that asks for a token after
+ * recovery).  Returns the new state.
  */
-uint64
-dlock_next_token(void)
+static uint32
+tokens_start(DlockShared *s)
 {
-	DlockShared *s = dlock_shared;
-	uint64		t;
+	uint32		state;
 
-	if (s == NULL || !s->tokens_ok)
-		return 0;
-	t = pg_atomic_fetch_add_u64(&s->token_next, 1);
-	if (likely(t < pg_atomic_read_u64(&s->token_ceiling)))
-		return t;
+	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
+	state = pg_atomic_read_u32(&s->token_state);
+	if (state == DLOCK_TOKENS_NOT_STARTED)
+	{
+		TimeLineID	tli = GetWALInsertionTimeLine();
+		uint64		ceiling;
 
-	/*
-	 * This block is used up: reserve more on disk first.  One write covers
-	 * every token handed out so far, however far earlier failures to write
-	 * have pushed the counter.
-	 */
+		s->token_timeline = tli;
+		if (tli > DLOCK_TOKEN_MAX_TIMELINE)
+		{
+			ereport(LOG,
+					(errmsg("fencing tokens are not available on timeline %u", tli),
+					 errdetail("Tokens have room for timelines up to %u.",
+							   (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
+			state = DLOCK_TOKENS_BAD_TIMELINE;
+		}
+		else if (!token_file_read(&ceiling))
+			state = DLOCK_TOKENS_FILE_FAILED;
+		else
+		{
+			uint64		limit = ((uint64) tli + 1) * DLOCK_TOKEN_SPAN;
+			uint64		start = Max(ceiling, (uint64) tli * DLOCK_TOKEN_SPAN + 1);
+			uint64		c = Min(start + s->token_block, limit);
+
+			s->token_limit = limit;
+			if (start >= limit)
+			{
+				ereport(LOG,
+						(errmsg("fencing tokens of timeline %u are used up", tli),
+						 errdetail("File \"%s\" records tokens up to " UINT64_FORMAT "; the tokens of timeline %u end at " UINT64_FORMAT ".",
+								   DLOCK_TOKEN_FILE, ceiling, tli, limit - 1)));
+				state = DLOCK_TOKENS_USED_UP;
+			}
+			else if (!token_file_write(c))
+				state = DLOCK_TOKENS_FILE_FAILED;
+			else
+			{
+				pg_atomic_write_u64(&s->token_next, start);
+				pg_atomic_write_u64(&s->token_ceiling, c);
+				pg_write_barrier();
+				state = DLOCK_TOKENS_ON;
+			}
+		}
+		pg_atomic_write_u32(&s->token_state, state);
+	}
+	LWLockRelease(s->token_lock);
+	return state;
+}
+
+/*
+ * Token t was drawn at or above the ceiling: reserve the next block on disk
+ * before handing it out.  One write covers every token drawn so far,
+ * however far earlier failures to write have pushed the counter.
+ */
+static int64
+tokens_reserve(DlockShared *s, uint64 t)
+{
+	int64		result = (int64) t;
+
 	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
 	if (t >= pg_atomic_read_u64(&s->token_ceiling))
 	{
-		uint64		c = Max(pg_atomic_read_u64(&s->token_ceiling), t) + s->token_block;
-
-		if (c > (uint64) PG_INT64_MAX || !token_file_write(c))
+		if (t >= s->token_limit)
 		{
-			LWLockRelease(s->token_lock);
-			return 0;
+			if (pg_atomic_read_u32(&s->token_state) == DLOCK_TOKENS_ON)
+			{
+				pg_atomic_write_u32(&s->token_state, DLOCK_TOKENS_USED_UP);
+				log_used_up(s);
+			}
+			result = DLOCK_NO_TOKEN_USED_UP;
 		}
-		pg_atomic_write_u64(&s->token_ceiling, c);
+		else
+		{
+			uint64		c = Min(Max(pg_atomic_read_u64(&s->token_ceiling), t) + s->token_block,
+								s->token_limit);
+
+			if (token_file_write(c))
+				pg_atomic_write_u64(&s->token_ceiling, c);
+			else
+				result = DLOCK_NO_TOKEN_FILE;
+		}
 	}
 	LWLockRelease(s->token_lock);
-	return t;
+	return result;
+}
+
+/*
+ * The fencing token of a new hold: positive, or one of the DLOCK_NO_TOKEN_*
+ * reasons.  The usual case is one atomic add and one read.
+ */
+int64
+dlock_next_token(void)
+{
+	DlockShared *s = dlock_shared;
+	uint32		state;
+	uint64		t;
+
+	if (s == NULL)
+		return DLOCK_NO_TOKEN_FILE;
+	state = pg_atomic_read_u32(&s->token_state);
+	if (unlikely(state != DLOCK_TOKENS_ON))
+	{
+		if (state == DLOCK_TOKENS_NOT_STARTED)
+		{
+			if (RecoveryInProgress())
+				return DLOCK_NO_TOKEN_RECOVERY;
+			state = tokens_start(s);
+		}
+		if (state != DLOCK_TOKENS_ON)
+			return no_token(state);
+	}
+	pg_read_barrier();
+	t = pg_atomic_fetch_add_u64(&s->token_next, 1);
+	if (likely(t < pg_atomic_read_u64(&s->token_ceiling)))
+		return (int64) t;
+	return tokens_reserve(s, t);
+}
+
+/* The error of dlock_token for a hold without a token. */
+static void
+no_token_error(const DlockName *name, int64 why)
+{
+	DlockShared *s = dlock_shared;
+
+	switch (why)
+	{
+		case DLOCK_NO_TOKEN_RECOVERY:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
+					 errdetail("The lock was taken while the server was a standby; only a primary hands out fencing tokens.")));
+			break;
+		case DLOCK_NO_TOKEN_USED_UP:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
+					 errdetail("The fencing tokens of timeline %u are used up.", s->token_timeline),
+					 errhint("Tokens go on after the server moves to a new timeline (a promotion or a point-in-time recovery).")));
+			break;
+		case DLOCK_NO_TOKEN_TIMELINE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
+					 errdetail("The server writes on timeline %u; fencing tokens have room for timelines up to %u.",
+							   s->token_timeline, (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
+					 errdetail("dlock could not reserve tokens in file \"%s\"; the server log says why.",
+							   DLOCK_TOKEN_FILE)));
+	}
 }
 
 /* dlock_token(name): the fencing token of this session's hold of name */
@@ -184,11 +332,7 @@ dlock_token(PG_FUNCTION_ARGS)
 	if (dlock_held_entries(&name, refs) == 0)
 		dlock_not_held(&name);
 	e = dlock_entry_at(refs[0]);
-	if (e->token == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("lock \"%s\" has no fencing token", dlock_display_name(&name)),
-				 errdetail("dlock could not reserve tokens in file \"%s\"; the server log says why.",
-						   DLOCK_TOKEN_FILE)));
+	if (e->token <= 0)
+		no_token_error(&name, e->token);
 	PG_RETURN_INT64(e->token);
 }

@@ -23,12 +23,17 @@ sub with_file
 	$setup->();
 	my $off = -s $node->logfile;
 	$node->start;
-	ok($node->log_contains($log_re, $off), "$what: the log says so");
 	is($node->safe_psql('postgres', "SELECT dlock_try('tok2')"),
 		't', "$what: locking works");
 	my ($rc, $out, $err) = $node->psql('postgres',
 		"SELECT dlock_try('tok2'); SELECT dlock_token('tok2');");
 	like($err, qr/lock "tok2" has no fencing token/, "$what: no token, a clear error");
+	ok($node->log_contains($log_re, $off), "$what: the log says so (at the first lock)");
+	($rc, $out, $err) = $node->psql('postgres',
+		"SELECT dlock_try('tok3'); SELECT dlock_token('tok3');");
+	like($err, qr/lock "tok3" has no fencing token/, "$what: no token for later locks either");
+	is(() = slurp_file($node->logfile, $off) =~ /$log_re/g, 1,
+		"$what: logged once, not at every lock");
 	$node->stop('fast');
 	chmod 0600, $path;
 	open my $fh, '>:raw', $path or die "open $path: $!";

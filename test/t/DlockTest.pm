@@ -9,20 +9,108 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(dlock_node take_token token_ceiling crash_via reaper_pid);
+our @EXPORT = qw(dlock_node dlock_primary dlock_standby promote_node take_token
+  new_tokens token_ceiling write_token_file crash_via reaper_pid sqlstate_error);
+
+# The layout of a token: timeline * SPAN + counter.
+our $SPAN = 10_000_000_000_000;
+push @EXPORT, '$SPAN';
+
+sub new_node
+{
+	my ($name, $init, @conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%$init);
+	$node->append_conf('postgresql.conf',
+		join("\n", "shared_preload_libraries = 'dlock'", 'restart_after_crash = on', @conf) . "\n");
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION dlock');
+	return $node;
+}
 
 # A started node with dlock preloaded and created in "postgres"; extra
 # postgresql.conf lines may follow the name.
 sub dlock_node
 {
 	my ($name, @conf) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf',
-		join("\n", "shared_preload_libraries = 'dlock'", 'restart_after_crash = on', @conf) . "\n");
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION dlock');
-	return $node;
+	return new_node($name, {}, @conf);
+}
+
+# The same, ready to have standbys (and to be rewound: wal_log_hints); with
+# archive => 1 it archives its WAL too.
+sub dlock_primary
+{
+	my ($name, %opt) = @_;
+	return new_node($name,
+		{ allows_streaming => 1, has_archiving => $opt{archive} ? 1 : 0 },
+		'wal_log_hints = on', @{ $opt{conf} // [] });
+}
+
+# A hot standby streaming from primary, made from a new base backup (which
+# copies pg_dlock_tokens too); started and caught up.
+my $backups = 0;
+sub dlock_standby
+{
+	my ($primary, $name, @conf) = @_;
+	my $backup = 'backup' . ++$backups;
+	$primary->backup($backup);
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($primary, $backup, has_streaming => 1);
+	$standby->append_conf('postgresql.conf', join("\n", @conf) . "\n") if @conf;
+	$standby->start;
+	catch_up($primary, $standby);
+	return $standby;
+}
+
+# Wait until standby has replayed everything primary wrote (a commit first,
+# so that there is a record to replay up to the insert position).
+sub catch_up
+{
+	my ($primary, $standby) = @_;
+	$primary->safe_psql('postgres', 'SELECT pg_current_xact_id()');
+	$primary->wait_for_catchup($standby, 'replay', $primary->lsn('insert'));
+	return;
+}
+push @EXPORT, 'catch_up';
+
+# The timeline a primary writes WAL on.
+sub timeline_of
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int");
+}
+push @EXPORT, 'timeline_of';
+
+# Promote a standby and wait until it takes writes.
+sub promote_node
+{
+	my ($node) = @_;
+	$node->promote;
+	$node->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+	  or die 'promotion did not finish';
+	return;
+}
+
+# n new holds (names prefix1 .. prefixN, in one session that then ends):
+# their tokens, in the order they were taken.
+sub new_tokens
+{
+	my ($node, $prefix, $n) = @_;
+	my $out = $node->safe_psql('postgres',
+		"SELECT string_agg(t::text, ',' ORDER BY g) FROM (SELECT g, CASE WHEN dlock_try('$prefix' || g) "
+		  . "THEN dlock_token('$prefix' || g) END AS t FROM generate_series(1, $n) g) s");
+	my @t = split /,/, $out;
+	is(scalar(@t), $n, "$n tokens from " . $node->name);
+	return @t;
+}
+
+# psql's error for sql, with its SQLSTATE ("ERROR:  25006: ...").
+sub sqlstate_error
+{
+	my ($node, $sql, %opt) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$sql", %opt);
+	return $err;
 }
 
 # Take name in a session of its own and return its fencing token; the lock
@@ -44,6 +132,32 @@ sub token_ceiling
 	my ($node) = @_;
 	my $data = slurp_file($node->data_dir . '/pg_dlock_tokens');
 	return unpack('Q<', substr($data, 8, 8));
+}
+
+# CRC-32C (Castagnoli), as pg_crc32c computes it.
+sub crc32c
+{
+	my ($data) = @_;
+	my $crc = 0xFFFFFFFF;
+	for my $byte (unpack 'C*', $data)
+	{
+		$crc ^= $byte;
+		$crc = ($crc >> 1) ^ (($crc & 1) ? 0x82F63B78 : 0) for 1 .. 8;
+	}
+	return $crc ^ 0xFFFFFFFF;
+}
+
+# Write pg_dlock_tokens with this ceiling (the server must be stopped): the
+# file of 1.0 and later has one layout.
+sub write_token_file
+{
+	my ($node, $ceiling) = @_;
+	my $head = pack('VVQ<', 0x646c6f63, 1, $ceiling);
+	my $path = $node->data_dir . '/pg_dlock_tokens';
+	open my $fh, '>:raw', $path or die "open $path: $!";
+	print $fh $head . pack('V', crc32c($head)) . "\0" x 4;
+	close $fh;
+	return;
 }
 
 sub reaper_pid

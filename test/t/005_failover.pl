@@ -1,0 +1,40 @@
+# Failover with asynchronous streaming replication: the primary is killed,
+# its standby is promoted, and every token the new primary hands out is
+# above every token the old one handed out, before and after the standby's
+# base backup.  A token is timeline * 10^13 + a counter of that timeline.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DlockTest;
+
+# small reservations, so that the old primary's tokens pass the ceiling in the
+# standby's copy of the token file
+my $primary = dlock_primary('failover_primary', conf => ['dlock.token_reserve = 10']);
+my @old = new_tokens($primary, 'before-backup', 5);
+is(int($old[0] / $SPAN), 1, 'the first primary hands out tokens of timeline 1');
+my $standby = dlock_standby($primary, 'failover_standby');
+is($standby->safe_psql('postgres', "SELECT setting FROM pg_settings WHERE name = 'synchronous_standby_names'"),
+	'', 'replication is asynchronous');
+push @old, new_tokens($primary, 'after-backup', 15);
+
+$primary->stop('immediate');
+promote_node($standby);
+my @new = new_tokens($standby, 'promoted', 5);
+my ($old_max) = sort { $b <=> $a } @old;
+my ($new_min) = sort { $a <=> $b } @new;
+cmp_ok($new_min, '>', $old_max, 'every token of the new primary is above every token of the old one');
+is(int($new_min / $SPAN), 2, 'the new primary hands out tokens of timeline 2');
+is(timeline_of($standby),
+	'2', 'which is the timeline it writes on');
+
+# and they keep going up across a restart of the new primary
+$standby->restart;
+my ($after) = new_tokens($standby, 'restarted', 1);
+cmp_ok($after, '>', $new[-1], 'after a restart of the new primary, above its earlier tokens');
+is(int($after / $SPAN), 2, 'still timeline 2');
+
+$standby->stop;
+done_testing();

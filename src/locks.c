@@ -61,7 +61,7 @@ refuse_on_standby(const DlockName *name)
 			(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 			 errmsg("cannot acquire lock \"%s\" during recovery", dlock_display_name(name)),
 			 errdetail("This server is a standby: a lock taken here does not exclude sessions on the primary."),
-			 errhint("Take the lock on the primary.  To take locks that exclude only other sessions of this standby, set \"dlock.allow_standby_locks\" to on.")));
+			 errhint("Take the lock on the primary, or set \"dlock.allow_standby_locks\" to on for locks that exclude only other sessions of this standby.")));
 }
 
 /*

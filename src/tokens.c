@@ -84,8 +84,8 @@ token_file_read(uint64 *ceiling)
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("file \"%s\" is damaged", DLOCK_TOKEN_FILE),
 				 errdetail("Fencing tokens are disabled; locking works without them."),
-				 errhint("Restore the file, or remove it to restart tokens from 1 "
-						 "(only if nothing outside the database keeps old tokens).")));
+				 errhint("Restore the file, or remove it to restart tokens at the start of the current timeline "
+						 "(only if nothing outside the database keeps tokens of this timeline).")));
 		return false;
 	}
 	*ceiling = f.ceiling;

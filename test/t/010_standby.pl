@@ -26,7 +26,7 @@ for my $call ("dlock_try('job')", "dlock_lock('job', '1s')",
 	like($err, qr/ERROR:  25006: cannot acquire lock "job" during recovery/, "$call refused on the standby");
 	like($err, qr/DETAIL:  This server is a standby: a lock taken here does not exclude sessions on the primary\./,
 		"$call: the detail says why");
-	like($err, qr/HINT:  Take the lock on the primary\.  To take locks that exclude only other sessions of this standby, set "dlock\.allow_standby_locks" to on\./,
+	like($err, qr/HINT:  Take the lock on the primary, or set "dlock\.allow_standby_locks" to on for locks that exclude only other sessions of this standby\./,
 		"$call: the hint says what to do");
 }
 is($standby->safe_psql('postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),

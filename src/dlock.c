@@ -89,6 +89,7 @@ dlock_shmem_startup(void)
 		pg_atomic_init_u32(&s->token_state, DLOCK_TOKENS_NOT_STARTED);
 		pg_atomic_init_u64(&s->token_next, 0);
 		pg_atomic_init_u64(&s->token_ceiling, 0);
+		pg_atomic_init_u64(&s->token_retry_at, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }

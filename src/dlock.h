@@ -70,13 +70,18 @@
 #define DLOCK_NO_TOKEN_RECOVERY	(-1)	/* taken while the server was a standby */
 #define DLOCK_NO_TOKEN_USED_UP	(-2)	/* this timeline's tokens are used up */
 #define DLOCK_NO_TOKEN_TIMELINE	(-3)	/* the timeline is beyond what tokens hold */
+#define DLOCK_NO_TOKEN_FILE_AHEAD	(-4)	/* the file has a later timeline's tokens */
 
 /* DlockShared.token_state */
 #define DLOCK_TOKENS_NOT_STARTED	0	/* until the first token after recovery */
 #define DLOCK_TOKENS_ON				1
-#define DLOCK_TOKENS_FILE_FAILED	2	/* until the next start of the server */
+#define DLOCK_TOKENS_FILE_FAILED	2	/* tried again after DLOCK_TOKEN_RETRY_US */
 #define DLOCK_TOKENS_USED_UP		3
 #define DLOCK_TOKENS_BAD_TIMELINE	4
+#define DLOCK_TOKENS_FILE_AHEAD		5	/* until the next start of the server */
+
+/* A token file that could not be read or written is tried again after: */
+#define DLOCK_TOKEN_RETRY_US ((int64) 10 * 1000 * 1000)
 
 /* The file, relative to the data directory, that holds the token ceiling. */
 #define DLOCK_TOKEN_FILE "pg_dlock_tokens"
@@ -136,6 +141,7 @@ typedef struct DlockShared
 	uint64		token_limit;	/* tokens of this timeline are below this */
 	uint64		token_block;	/* dlock.token_reserve */
 	TimeLineID	token_timeline; /* the timeline tokens are handed out on */
+	pg_atomic_uint64 token_retry_at;	/* FILE_FAILED: when to try again */
 	int			reaper_procno;	/* -1 when no reaper runs */
 	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */
 	int			nslots;

@@ -23,9 +23,10 @@
  * durable on disk and inside the range of the timeline the server writes
  * on, so tokens increase across restarts, crashes and promotions, and never
  * wrap.  When a token cannot be given (the file cannot be read or written,
- * the timeline's tokens are used up, a standby), the acquisition goes on
- * without one, and dlock_token says why, rather than hand out one that
- * could repeat.
+ * which is tried again every DLOCK_TOKEN_RETRY_US; the file holds tokens of
+ * a later timeline, as after pg_upgrade; the timeline's tokens are used up;
+ * a standby), the acquisition goes on without one, and dlock_token says why,
+ * rather than hand out one that could repeat.
  */
 #include "postgres.h"
 
@@ -34,6 +35,7 @@
 #include "access/xlog.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
+#include "utils/timestamp.h"
 
 #include "dlock.h"
 
@@ -85,7 +87,8 @@ token_file_read(uint64 *ceiling)
 				 errmsg("file \"%s\" is damaged", DLOCK_TOKEN_FILE),
 				 errdetail("Fencing tokens are disabled; locking works without them."),
 				 errhint("Restore the file, or remove it to restart tokens at the start of the current timeline "
-						 "(only if nothing outside the database keeps tokens of this timeline).")));
+						 "(only if nothing outside the database keeps tokens of this timeline); "
+						 "dlock reads it again within 10 seconds.")));
 		return false;
 	}
 	*ceiling = f.ceiling;
@@ -140,6 +143,8 @@ no_token(uint32 state)
 			return DLOCK_NO_TOKEN_USED_UP;
 		case DLOCK_TOKENS_BAD_TIMELINE:
 			return DLOCK_NO_TOKEN_TIMELINE;
+		case DLOCK_TOKENS_FILE_AHEAD:
+			return DLOCK_NO_TOKEN_FILE_AHEAD;
 		default:
 			return DLOCK_NO_TOKEN_FILE;
 	}
@@ -165,7 +170,9 @@ tokens_start(DlockShared *s)
 
 	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
 	state = pg_atomic_read_u32(&s->token_state);
-	if (state == DLOCK_TOKENS_NOT_STARTED)
+	if (state == DLOCK_TOKENS_NOT_STARTED ||
+		(state == DLOCK_TOKENS_FILE_FAILED &&
+		 GetCurrentTimestamp() >= (TimestampTz) pg_atomic_read_u64(&s->token_retry_at)))
 	{
 		TimeLineID	tli = GetWALInsertionTimeLine();
 		uint64		ceiling;
@@ -188,12 +195,22 @@ tokens_start(DlockShared *s)
 			uint64		c = Min(start + s->token_block, limit);
 
 			s->token_limit = limit;
-			if (start >= limit)
+			if (ceiling > limit)
+			{
+				/* pg_upgrade (which restarts at timeline 1), or a copied file */
+				ereport(LOG,
+						(errmsg("file \"%s\" holds fencing tokens of timeline %u, later than this server's timeline %u",
+								DLOCK_TOKEN_FILE, (unsigned int) ((ceiling - 1) / DLOCK_TOKEN_SPAN), tli),
+						 errdetail("Fencing tokens are disabled: new ones could be lower than tokens already handed out."),
+						 errhint("After pg_upgrade, move the new cluster to a later timeline before its first start, as dlock's README describes under \"Upgrading with pg_upgrade\".")));
+				state = DLOCK_TOKENS_FILE_AHEAD;
+			}
+			else if (start >= limit)
 			{
 				ereport(LOG,
 						(errmsg("fencing tokens of timeline %u are used up", tli),
-						 errdetail("File \"%s\" records tokens up to " UINT64_FORMAT "; the tokens of timeline %u end at " UINT64_FORMAT ".",
-								   DLOCK_TOKEN_FILE, ceiling, tli, limit - 1)));
+						 errdetail("File \"%s\" says tokens up to %lld may have been handed out, the last token of timeline %u.",
+								   DLOCK_TOKEN_FILE, (long long) (ceiling - 1), tli)));
 				state = DLOCK_TOKENS_USED_UP;
 			}
 			else if (!token_file_write(c))
@@ -206,6 +223,10 @@ tokens_start(DlockShared *s)
 				state = DLOCK_TOKENS_ON;
 			}
 		}
+		/* a file that failed is tried again, now and then */
+		if (state == DLOCK_TOKENS_FILE_FAILED)
+			pg_atomic_write_u64(&s->token_retry_at,
+								(uint64) (GetCurrentTimestamp() + DLOCK_TOKEN_RETRY_US));
 		pg_atomic_write_u32(&s->token_state, state);
 	}
 	LWLockRelease(s->token_lock);
@@ -265,16 +286,19 @@ dlock_next_token(void)
 	state = pg_atomic_read_u32(&s->token_state);
 	if (unlikely(state != DLOCK_TOKENS_ON))
 	{
-		if (state == DLOCK_TOKENS_NOT_STARTED)
+		if (state == DLOCK_TOKENS_NOT_STARTED || state == DLOCK_TOKENS_FILE_FAILED)
 		{
 			if (RecoveryInProgress())
 				return DLOCK_NO_TOKEN_RECOVERY;
-			state = tokens_start(s);
+			/* a failed file: only once its retry time has come */
+			if (state == DLOCK_TOKENS_NOT_STARTED ||
+				GetCurrentTimestamp() >= (TimestampTz) pg_atomic_read_u64(&s->token_retry_at))
+				state = tokens_start(s);
 		}
 		if (state != DLOCK_TOKENS_ON)
 			return no_token(state);
 	}
-	pg_read_barrier();
+	/* a full barrier: reads next and ceiling after the state said ON */
 	t = pg_atomic_fetch_add_u64(&s->token_next, 1);
 	if (likely(t < pg_atomic_read_u64(&s->token_ceiling)))
 		return (int64) t;
@@ -301,6 +325,13 @@ no_token_error(const DlockName *name, int64 why)
 					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
 					 errdetail("The fencing tokens of timeline %u are used up.", s->token_timeline),
 					 errhint("Tokens go on after the server moves to a new timeline (a promotion or a point-in-time recovery).")));
+			break;
+		case DLOCK_NO_TOKEN_FILE_AHEAD:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
+					 errdetail("File \"%s\" holds tokens of a later timeline than this server's (%u); the server log says more.",
+							   DLOCK_TOKEN_FILE, s->token_timeline)));
 			break;
 		case DLOCK_NO_TOKEN_TIMELINE:
 			ereport(ERROR,

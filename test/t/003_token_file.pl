@@ -57,4 +57,20 @@ $node->start;
 cmp_ok(take_token($node, 'tok2'), '>', $before,
 	'the restored file: tokens above the one before the damage');
 $node->stop;
+
+# repaired while the server runs: tokens come back within 10 s, no restart
+my $good_again = slurp_file($path);
+open my $fh, '>:raw', $path or die "open $path: $!";
+print $fh 'garbage';
+close $fh;
+$node->start;
+my ($rc, $out, $err) = $node->psql('postgres', "SELECT dlock_try('tok4'); SELECT dlock_token('tok4');");
+like($err, qr/lock "tok4" has no fencing token/, 'damaged: no token');
+open $fh, '>:raw', $path or die "open $path: $!";
+print $fh $good_again;
+close $fh;
+ok($node->poll_query_until('postgres',
+		"SELECT dlock_try('tok5') AND dlock_token('tok5') > $before AND dlock_unlock('tok5')"),
+	'repaired while running: tokens come back, above the earlier ones');
+$node->stop;
 done_testing();

@@ -16,13 +16,23 @@ my $primary = dlock_primary('failover_primary', conf => ['dlock.token_reserve = 
 my @old = new_tokens($primary, 'before-backup', 5);
 is(int($old[0] / $SPAN), 1, 'the first primary hands out tokens of timeline 1');
 my $standby = dlock_standby($primary, 'failover_standby');
-is($standby->safe_psql('postgres', "SELECT setting FROM pg_settings WHERE name = 'synchronous_standby_names'"),
+is($primary->safe_psql('postgres', "SELECT setting FROM pg_settings WHERE name = 'synchronous_standby_names'"),
 	'', 'replication is asynchronous');
 push @old, new_tokens($primary, 'after-backup', 15);
 
 $primary->stop('immediate');
+
+# The checkpointer is stopped through the promotion, so the control file
+# still names the old timeline: tokens must follow the timeline WAL is
+# written on, not the last checkpoint's.
+my $ckpt = $standby->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
+kill 'STOP', $ckpt;
 promote_node($standby);
+is($standby->safe_psql('postgres', 'SELECT timeline_id FROM pg_control_checkpoint()'),
+	'1', 'promoted, and no checkpoint yet: the control file still says timeline 1');
 my @new = new_tokens($standby, 'promoted', 5);
+kill 'CONT', $ckpt;
 my ($old_max) = sort { $b <=> $a } @old;
 my ($new_min) = sort { $a <=> $b } @new;
 cmp_ok($new_min, '>', $old_max, 'every token of the new primary is above every token of the old one');

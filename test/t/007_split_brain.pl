@@ -13,10 +13,10 @@ use DlockTest;
 
 my $old = dlock_primary('split_old');
 my $new = dlock_standby($old, 'split_new');
-new_tokens($old, 'before', 3);
+my @from_old = new_tokens($old, 'before', 3);
 promote_node($new);
 
-my (@from_old, @from_new);
+my @from_new;
 for my $round (1 .. 5)
 {
 	push @from_new, new_tokens($new, "n$round-", 2);
@@ -30,7 +30,7 @@ push @from_old, new_tokens($old, 'after-switch', 2);
 my ($old_max) = sort { $b <=> $a } @from_old;
 my ($new_min) = sort { $a <=> $b } @from_new;
 cmp_ok($old_max, '<', $new_min,
-	'every token of the old primary, taken while both run, is below every token of the new one');
+	'every token of the old primary, before the promotion and while both run, is below every token of the new one');
 is(int($old_max / $SPAN), 1, 'the old primary stays on timeline 1');
 is(int($new_min / $SPAN), 2, 'the new primary is on timeline 2');
 

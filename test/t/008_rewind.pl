@@ -26,6 +26,7 @@ my @on_b = new_tokens($node_b, 'b1-', 3);
 $node_b->safe_psql('postgres', 'CHECKPOINT');	# its control file shows timeline 2
 my ($max) = sort { $b <=> $a } @seen;
 cmp_ok($on_b[0], '>', $max, "B's tokens after its promotion are above all of A's");
+is(int($on_b[0] / $SPAN), 2, 'B hands out tokens of timeline 2');
 push @seen, @on_b;
 
 # A is rewound to B's timeline and follows it (pg_rewind copies the

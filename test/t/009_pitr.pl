@@ -23,14 +23,17 @@ $primary->poll_query_until('postgres',
   or die 'WAL not archived';
 
 my $restored = PostgreSQL::Test::Cluster->new('pitr_restored');
-$restored->init_from_backup($primary, 'pitr_backup', has_restoring => 1);
+$restored->init_from_backup($primary, 'pitr_backup', has_restoring => 1, standby => 0);
 $restored->append_conf('postgresql.conf',
-	"recovery_target_name = 'dlock_point'\nrecovery_target_action = 'promote'\n");
+	"recovery_target_name = 'dlock_point'\nrecovery_target_action = 'promote'\narchive_mode = off\n");
 $restored->start;
 $restored->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'recovery did not end';
 is(timeline_of($restored),
 	'2', 'recovery ended on timeline 2');
+ok($restored->log_contains(qr/starting point-in-time recovery to "dlock_point"/)
+	  && !$restored->log_contains(qr/entering standby mode/),
+	'it was an archive recovery to the restore point, not a standby');
 
 push @orig, new_tokens($primary, 'while-both-run', 3);
 my @mine = new_tokens($restored, 'restored', 3);

@@ -22,15 +22,17 @@ for my $call ("dlock_try('job')", "dlock_lock('job', '1s')",
 	"dlock_try('job', lease => '1 minute')", "dlock_lock('job', shared => true)",
 	"dlock_try_xact('job')", "dlock_lock_xact('job', '1s')")
 {
-	my $err = sqlstate_error($standby, "SELECT $call");
+	my ($rc, $out, $err) = $standby->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT $call;\n"
+		  . "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();",
+		on_error_stop => 0);
 	like($err, qr/ERROR:  25006: cannot acquire lock "job" during recovery/, "$call refused on the standby");
+	is($out, '0', "$call: no lock taken in that session");
 	like($err, qr/DETAIL:  This server is a standby: a lock taken here does not exclude sessions on the primary\./,
 		"$call: the detail says why");
 	like($err, qr/HINT:  Take the lock on the primary, or set "dlock\.allow_standby_locks" to on for locks that exclude only other sessions of this standby\./,
 		"$call: the hint says what to do");
 }
-is($standby->safe_psql('postgres', "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
-	'0', 'no advisory lock was taken on the standby');
 
 # what still answers on a standby
 is($standby->safe_psql('postgres', "SELECT dlock_key('job')"),
@@ -59,7 +61,12 @@ like(
 	qr/ERROR:  55000: lock "own" has no fencing token\nDETAIL:  The lock was taken while the server was a standby; only a primary hands out fencing tokens\./,
 	'dlock_token: no token on a standby, and why');
 is($s1->query_safe("SELECT dlock_unlock('job')"), 't', 'released');
+$s2->query_safe('BEGIN');
 is($s2->query_safe("SELECT dlock_try_xact('job')"), 't', 'transaction scope works too');
+is($s1->query_safe("SELECT dlock_try('job')"), 'f', 'and excludes the standby\'s other sessions');
+$s2->query_safe('COMMIT');
+is($s1->query_safe("SELECT dlock_try('job')"), 't', 'until the transaction ends');
+$s1->query_safe("SELECT dlock_unlock('job')");
 
 # a lease on a standby-local lock is enforced by the standby's reaper
 like(reaper_pid($standby), qr/^\d+$/, 'the reaper runs on the standby');

@@ -56,14 +56,25 @@ $s->quit;
 $node->stop;
 is(token_ceiling($node), 2 * $SPAN, 'the ceiling on disk stops at the end of the timeline');
 
-# a file whose ceiling lies beyond this timeline (copied from a later one)
-write_token_file($node, 3 * $SPAN);
+# a file with tokens of a later timeline (copied, or pg_upgrade: 013)
+write_token_file($node, 3 * $SPAN + 5);
 $off = -s $node->logfile;
 $node->start;
 like(sqlstate_error($node, "SELECT dlock_try('beyond'); SELECT dlock_token('beyond')"),
-	qr/The fencing tokens of timeline 1 are used up/, 'a ceiling beyond the timeline: no tokens');
-ok($node->log_contains(qr/fencing tokens of timeline 1 are used up\n.*DETAIL:  File "pg_dlock_tokens" records tokens up to 30000000000000; the tokens of timeline 1 end at 19999999999999\./, $off),
-	'the log says which file and which range');
+	qr/ERROR:  55000: lock "beyond" has no fencing token\nDETAIL:  File "pg_dlock_tokens" holds tokens of a later timeline than this server's \(1\); the server log says more\./,
+	'a file with tokens of a later timeline: no tokens, a clear error');
+ok($node->log_contains(qr/file "pg_dlock_tokens" holds fencing tokens of timeline 3, later than this server's timeline 1/, $off),
+	'the log says which timeline');
+$node->stop;
+
+# exactly at the end of timeline 1: used up, and the log says up to where
+write_token_file($node, 2 * $SPAN);
+$off = -s $node->logfile;
+$node->start;
+like(sqlstate_error($node, "SELECT dlock_try('at-end'); SELECT dlock_token('at-end')"),
+	qr/The fencing tokens of timeline 1 are used up/, 'a file at the end of the timeline: used up');
+ok($node->log_contains(qr/fencing tokens of timeline 1 are used up\n.*DETAIL:  File "pg_dlock_tokens" says tokens up to 19999999999999 may have been handed out, the last token of timeline 1\./, $off),
+	'the log says up to which token');
 $node->stop;
 unlink $node->data_dir . '/pg_dlock_tokens';
 
@@ -72,7 +83,7 @@ unlink $node->data_dir . '/pg_dlock_tokens';
 sub to_timeline
 {
 	my ($tli) = @_;
-	command_ok([ 'pg_resetwal', '-l', sprintf('%08X%08X%08X', $tli, 0, 0x100), $node->data_dir ],
+	command_ok([ 'pg_resetwal', '-l', sprintf('%08X%08X%08X', $tli, 1, 0), $node->data_dir ],
 		"pg_resetwal to timeline $tli");
 	$node->start;
 	is(timeline_of($node), $tli, "the server writes on timeline $tli");
@@ -83,9 +94,12 @@ is($node->safe_psql('postgres', "SELECT dlock_try('top'); SELECT dlock_token('to
 	"t\n9223360000000000001", 'timeline 922336: its first token, 9223360000000000001');
 $node->stop;
 to_timeline(922337);
+$off = -s $node->logfile;
 like(sqlstate_error($node, "SELECT dlock_try('over'); SELECT dlock_token('over')"),
 	qr/ERROR:  55000: lock "over" has no fencing token\nDETAIL:  The server writes on timeline 922337; fencing tokens have room for timelines up to 922336\./,
 	'timeline 922337: no tokens, a clear error');
+ok($node->log_contains(qr/fencing tokens are not available on timeline 922337\n.*DETAIL:  Tokens have room for timelines up to 922336\./, $off),
+	'the log says so');
 is($node->safe_psql('postgres', "SELECT dlock_try('over')"), 't', 'locking works');
 $node->stop;
 done_testing();

@@ -140,7 +140,9 @@ typedef struct DlockShared
 	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
 	uint64		token_limit;	/* tokens of this timeline are below this */
 	uint64		token_block;	/* dlock.token_reserve */
-	TimeLineID	token_timeline; /* the timeline tokens are handed out on */
+	TimeLineID	token_timeline; /* the timeline in tokens (the server's, plus
+								 * token_offset) */
+	uint32		token_offset;	/* added to the timeline: see tokens.c */
 	pg_atomic_uint64 token_retry_at;	/* FILE_FAILED: when to try again */
 	int			reaper_procno;	/* -1 when no reaper runs */
 	pg_atomic_uint64 reaper_wakeup; /* 0: scanning; else next planned wake */

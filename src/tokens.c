@@ -41,47 +41,92 @@
 
 PG_FUNCTION_INFO_V1(dlock_token);
 
-/* On-disk form of the token ceiling. */
+/*
+ * On-disk form of the token ceiling.  Version 2 (dlock 1.2) adds the
+ * system identifier of the cluster whose tokens these are, and the offset
+ * that cluster adds to its timeline in tokens (not 0 only after pg_upgrade:
+ * see tokens_start).  Version 1 (dlock 1.0, 1.1) is read as this cluster's,
+ * with offset 0.
+ */
 typedef struct DlockTokenFile
 {
 	uint32		magic;
 	uint32		version;
 	uint64		ceiling;
+	uint64		sysid;
+	uint32		tli_offset;
 	pg_crc32c	crc;
 } DlockTokenFile;
 
+typedef struct DlockTokenFileV1
+{
+	uint32		magic;
+	uint32		version;
+	uint64		ceiling;
+	pg_crc32c	crc;
+} DlockTokenFileV1;
+
 #define DLOCK_TOKEN_MAGIC 0x646c6f63	/* "dloc" */
-#define DLOCK_TOKEN_VERSION 1
+#define DLOCK_TOKEN_VERSION 2
 
 static bool
-token_file_read(uint64 *ceiling)
+crc_ok(const void *data, size_t len, pg_crc32c expected)
 {
-	DlockTokenFile f;
 	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+	return EQ_CRC32C(crc, expected);
+}
+
+/*
+ * Read the token file into *f (version 1 is returned as version 2 with
+ * sysid 0 and offset 0); a missing file is ceiling 0.  False, after a LOG
+ * line, if the file cannot be read or is damaged.
+ */
+static bool
+token_file_read(DlockTokenFile *f)
+{
+	union
+	{
+		DlockTokenFile v2;
+		DlockTokenFileV1 v1;
+	}			buf;
 	FILE	   *fp = AllocateFile(DLOCK_TOKEN_FILE, PG_BINARY_R);
 	size_t		n;
+	bool		ok = false;
 
+	memset(f, 0, sizeof(*f));
 	if (fp == NULL)
 	{
 		if (errno == ENOENT)
-		{
-			*ceiling = 0;		/* first start: the timeline's base decides */
-			return true;
-		}
+			return true;		/* first start: the timeline's base decides */
 		ereport(LOG,
 				(errcode_for_file_access(),
 				 errmsg("could not open file \"%s\": %m", DLOCK_TOKEN_FILE),
-				 errdetail("Fencing tokens are disabled.")));
+				 errdetail("Fencing tokens are disabled; dlock tries again within 10 seconds.")));
 		return false;
 	}
-	n = fread(&f, 1, sizeof(f), fp);
+	memset(&buf, 0, sizeof(buf));
+	n = fread(&buf, 1, sizeof(buf), fp);
 	FreeFile(fp);
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, &f, offsetof(DlockTokenFile, crc));
-	FIN_CRC32C(crc);
-	if (n != sizeof(f) || f.magic != DLOCK_TOKEN_MAGIC ||
-		f.version != DLOCK_TOKEN_VERSION || !EQ_CRC32C(crc, f.crc))
+	if (n >= offsetof(DlockTokenFile, ceiling) && buf.v2.magic == DLOCK_TOKEN_MAGIC)
 	{
+		if (buf.v2.version == 1 && n == sizeof(DlockTokenFileV1))
+		{
+			ok = crc_ok(&buf.v1, offsetof(DlockTokenFileV1, crc), buf.v1.crc);
+			f->ceiling = buf.v1.ceiling;
+		}
+		else if (buf.v2.version == DLOCK_TOKEN_VERSION && n == sizeof(DlockTokenFile))
+		{
+			ok = crc_ok(&buf.v2, offsetof(DlockTokenFile, crc), buf.v2.crc);
+			*f = buf.v2;
+		}
+	}
+	if (!ok)
+	{
+		memset(f, 0, sizeof(*f));
 		ereport(LOG,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("file \"%s\" is damaged", DLOCK_TOKEN_FILE),
@@ -89,15 +134,13 @@ token_file_read(uint64 *ceiling)
 				 errhint("Restore the file, or remove it to restart tokens at the start of the current timeline "
 						 "(only if nothing outside the database keeps tokens of this timeline); "
 						 "dlock reads it again within 10 seconds.")));
-		return false;
 	}
-	*ceiling = f.ceiling;
-	return true;
+	return ok;
 }
 
 /* Durably record that tokens below ceiling may have been handed out. */
 static bool
-token_file_write(uint64 ceiling)
+token_file_write(uint64 ceiling, uint32 tli_offset)
 {
 	DlockTokenFile f;
 	const char *tmp = DLOCK_TOKEN_FILE ".tmp";
@@ -108,6 +151,8 @@ token_file_write(uint64 ceiling)
 	f.magic = DLOCK_TOKEN_MAGIC;
 	f.version = DLOCK_TOKEN_VERSION;
 	f.ceiling = ceiling;
+	f.sysid = GetSystemIdentifier();
+	f.tli_offset = tli_offset;
 	INIT_CRC32C(f.crc);
 	COMP_CRC32C(f.crc, &f, offsetof(DlockTokenFile, crc));
 	FIN_CRC32C(f.crc);
@@ -158,69 +203,110 @@ log_used_up(DlockShared *s)
 			 errdetail("Locks are taken without fencing tokens until the server writes on a new timeline.")));
 }
 
+/* A token file that failed: is it time to try again (or did the clock go back)? */
+static bool
+retry_due(DlockShared *s)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz at = (TimestampTz) pg_atomic_read_u64(&s->token_retry_at);
+
+	return now >= at || now < at - DLOCK_TOKEN_RETRY_US;
+}
+
 /*
  * Start the counter on the timeline this server writes on (once per life of
  * the shared memory, in the first backend that asks for a token after
- * recovery).  Returns the new state.
+ * recovery; again, now and then, while the file fails).  Returns the new
+ * state.  wait: false to give up at once if another backend is at it.
+ *
+ * The high part of a token is the timeline plus an offset, 0 unless the
+ * file comes from another cluster (another system identifier): pg_upgrade
+ * makes a new cluster, on timeline 1, and the old cluster's file copied
+ * into it is how its tokens stay above the old ones.  The offset is then
+ * the last token timeline of that file, kept in the file from then on, so
+ * that every later timeline of the new cluster (its standbys' too, which
+ * were copied with either file) is above it.
  */
 static uint32
-tokens_start(DlockShared *s)
+tokens_start(DlockShared *s, bool wait)
 {
 	uint32		state;
 
-	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
+	if (wait)
+		LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
+	else if (!LWLockConditionalAcquire(s->token_lock, LW_EXCLUSIVE))
+		return DLOCK_TOKENS_FILE_FAILED;
 	state = pg_atomic_read_u32(&s->token_state);
 	if (state == DLOCK_TOKENS_NOT_STARTED ||
-		(state == DLOCK_TOKENS_FILE_FAILED &&
-		 GetCurrentTimestamp() >= (TimestampTz) pg_atomic_read_u64(&s->token_retry_at)))
+		(state == DLOCK_TOKENS_FILE_FAILED && retry_due(s)))
 	{
 		TimeLineID	tli = GetWALInsertionTimeLine();
-		uint64		ceiling;
+		DlockTokenFile f;
 
-		s->token_timeline = tli;
-		if (tli > DLOCK_TOKEN_MAX_TIMELINE)
-		{
-			ereport(LOG,
-					(errmsg("fencing tokens are not available on timeline %u", tli),
-					 errdetail("Tokens have room for timelines up to %u.",
-							   (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
-			state = DLOCK_TOKENS_BAD_TIMELINE;
-		}
-		else if (!token_file_read(&ceiling))
+		if (!token_file_read(&f))
 			state = DLOCK_TOKENS_FILE_FAILED;
 		else
 		{
-			uint64		limit = ((uint64) tli + 1) * DLOCK_TOKEN_SPAN;
-			uint64		start = Max(ceiling, (uint64) tli * DLOCK_TOKEN_SPAN + 1);
-			uint64		c = Min(start + s->token_block, limit);
+			uint64		offset = f.tli_offset;
+			uint64		ttl;
 
-			s->token_limit = limit;
-			if (ceiling > limit)
+			if (f.sysid != 0 && f.sysid != GetSystemIdentifier() && f.ceiling > 0)
 			{
-				/* pg_upgrade (which restarts at timeline 1), or a copied file */
+				offset = (f.ceiling - 1) / DLOCK_TOKEN_SPAN;
 				ereport(LOG,
-						(errmsg("file \"%s\" holds fencing tokens of timeline %u, later than this server's timeline %u",
-								DLOCK_TOKEN_FILE, (unsigned int) ((ceiling - 1) / DLOCK_TOKEN_SPAN), tli),
-						 errdetail("Fencing tokens are disabled: new ones could be lower than tokens already handed out."),
-						 errhint("After pg_upgrade, move the new cluster to a later timeline before its first start, as dlock's README describes under \"Upgrading with pg_upgrade\".")));
-				state = DLOCK_TOKENS_FILE_AHEAD;
+						(errmsg("file \"%s\" comes from another cluster; fencing tokens go on above its tokens",
+								DLOCK_TOKEN_FILE),
+						 errdetail("The file is from database system %llu, with tokens of timeline %llu; "
+								   "tokens of this cluster are timeline + %llu.",
+								   (unsigned long long) f.sysid,
+								   (unsigned long long) offset, (unsigned long long) offset)));
 			}
-			else if (start >= limit)
+			ttl = (uint64) tli + offset;
+			s->token_timeline = (TimeLineID) Min(ttl, (uint64) PG_UINT32_MAX);
+			if (ttl > DLOCK_TOKEN_MAX_TIMELINE)
 			{
 				ereport(LOG,
-						(errmsg("fencing tokens of timeline %u are used up", tli),
-						 errdetail("File \"%s\" says tokens up to %lld may have been handed out, the last token of timeline %u.",
-								   DLOCK_TOKEN_FILE, (long long) (ceiling - 1), tli)));
-				state = DLOCK_TOKENS_USED_UP;
+						(errmsg("fencing tokens are not available on timeline %llu",
+								(unsigned long long) ttl),
+						 errdetail("Tokens have room for timelines up to %u.",
+								   (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
+				state = DLOCK_TOKENS_BAD_TIMELINE;
 			}
-			else if (!token_file_write(c))
-				state = DLOCK_TOKENS_FILE_FAILED;
 			else
 			{
-				pg_atomic_write_u64(&s->token_next, start);
-				pg_atomic_write_u64(&s->token_ceiling, c);
-				pg_write_barrier();
-				state = DLOCK_TOKENS_ON;
+				uint64		limit = (ttl + 1) * DLOCK_TOKEN_SPAN;
+				uint64		start = Max(f.ceiling, ttl * DLOCK_TOKEN_SPAN + 1);
+
+				s->token_limit = limit;
+				s->token_offset = (uint32) offset;
+				if (f.ceiling > limit)
+				{
+					ereport(LOG,
+							(errmsg("file \"%s\" holds fencing tokens of timeline %llu, later than this server's timeline %llu",
+									DLOCK_TOKEN_FILE,
+									(unsigned long long) ((f.ceiling - 1) / DLOCK_TOKEN_SPAN),
+									(unsigned long long) ttl),
+							 errdetail("Fencing tokens are disabled: new ones could be lower than tokens already handed out.")));
+					state = DLOCK_TOKENS_FILE_AHEAD;
+				}
+				else if (start >= limit)
+				{
+					ereport(LOG,
+							(errmsg("fencing tokens of timeline %llu are used up", (unsigned long long) ttl),
+							 errdetail("File \"%s\" says tokens up to %lld may have been handed out, the last token of timeline %llu.",
+									   DLOCK_TOKEN_FILE, (long long) (f.ceiling - 1),
+									   (unsigned long long) ttl)));
+					state = DLOCK_TOKENS_USED_UP;
+				}
+				else if (!token_file_write(Min(start + s->token_block, limit), s->token_offset))
+					state = DLOCK_TOKENS_FILE_FAILED;
+				else
+				{
+					pg_atomic_write_u64(&s->token_next, start);
+					pg_atomic_write_u64(&s->token_ceiling, Min(start + s->token_block, limit));
+					pg_write_barrier();
+					state = DLOCK_TOKENS_ON;
+				}
 			}
 		}
 		/* a file that failed is tried again, now and then */
@@ -260,7 +346,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 			uint64		c = Min(Max(pg_atomic_read_u64(&s->token_ceiling), t) + s->token_block,
 								s->token_limit);
 
-			if (token_file_write(c))
+			if (token_file_write(c, s->token_offset))
 				pg_atomic_write_u64(&s->token_ceiling, c);
 			else
 				result = DLOCK_NO_TOKEN_FILE;
@@ -286,14 +372,20 @@ dlock_next_token(void)
 	state = pg_atomic_read_u32(&s->token_state);
 	if (unlikely(state != DLOCK_TOKENS_ON))
 	{
-		if (state == DLOCK_TOKENS_NOT_STARTED || state == DLOCK_TOKENS_FILE_FAILED)
+		if (state == DLOCK_TOKENS_NOT_STARTED)
 		{
 			if (RecoveryInProgress())
 				return DLOCK_NO_TOKEN_RECOVERY;
-			/* a failed file: only once its retry time has come */
-			if (state == DLOCK_TOKENS_NOT_STARTED ||
-				GetCurrentTimestamp() >= (TimestampTz) pg_atomic_read_u64(&s->token_retry_at))
-				state = tokens_start(s);
+			state = tokens_start(s, true);
+		}
+		else if (state == DLOCK_TOKENS_FILE_FAILED)
+		{
+			/*
+			 * Once the retry time has come (or the clock went back), one
+			 * backend tries; the others go on without waiting for it.
+			 */
+			if (retry_due(s))
+				state = tokens_start(s, false);
 		}
 		if (state != DLOCK_TOKENS_ON)
 			return no_token(state);
@@ -337,7 +429,7 @@ no_token_error(const DlockName *name, int64 why)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("The server writes on timeline %u; fencing tokens have room for timelines up to %u.",
+					 errdetail("Fencing tokens are on timeline %u; they have room for timelines up to %u.",
 							   s->token_timeline, (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
 			break;
 		default:

@@ -96,7 +96,7 @@ $node->stop;
 to_timeline(922337);
 $off = -s $node->logfile;
 like(sqlstate_error($node, "SELECT dlock_try('over'); SELECT dlock_token('over')"),
-	qr/ERROR:  55000: lock "over" has no fencing token\nDETAIL:  The server writes on timeline 922337; fencing tokens have room for timelines up to 922336\./,
+	qr/ERROR:  55000: lock "over" has no fencing token\nDETAIL:  Fencing tokens are on timeline 922337; they have room for timelines up to 922336\./,
 	'timeline 922337: no tokens, a clear error');
 ok($node->log_contains(qr/fencing tokens are not available on timeline 922337\n.*DETAIL:  Tokens have room for timelines up to 922336\./, $off),
 	'the log says so');

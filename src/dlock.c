@@ -126,7 +126,7 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.token_reserve",
 							"Fencing tokens reserved on disk at a time.",
-							"The token file is written and fsynced at the first token after every start and once every "
+							"The token file is written and fsynced when a primary starts or is promoted and once every "
 							"this many tokens; after a restart or crash, tokens resume above the last reservation.",
 							&dlock_token_reserve,
 							DLOCK_TOKEN_RESERVE_DEFAULT, 1, INT_MAX,

@@ -256,6 +256,7 @@ extern void dlock_forget_released_expired(void);
 
 /* tokens.c */
 extern int64 dlock_next_token(void);
+extern void dlock_tokens_prepare(void);
 
 /* xact.c */
 extern void dlock_xact_setup(void);

@@ -13,11 +13,16 @@
  *
  * Postgres frees the lock as the holder ends, so there is never a second
  * holder while the first one can still commit.
+ *
+ * It also starts fencing tokens as soon as the server is a primary (at start,
+ * and within a second of a promotion), so that the token file holds the
+ * timeline the server writes on even if no lock is ever taken (tokens.c).
  */
 #include "postgres.h"
 
 #include <signal.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -185,6 +190,9 @@ dlock_reaper_main(Datum arg)
 
 		MemoryContextReset(cxt);
 		MemoryContextSwitchTo(cxt);
+
+		/* a primary: tokens (and the token file) on its timeline */
+		dlock_tokens_prepare();
 		now = GetCurrentTimestamp();
 		for (i = 0; i < dlock_shared->nslots; i++)
 		{
@@ -231,14 +239,17 @@ dlock_reaper_main(Datum arg)
 		pg_atomic_write_u64(&dlock_shared->reaper_wakeup, (uint64) next);
 		pg_memory_barrier();
 
-		/* sleep until the next expiry; a minute at most, as a safety net */
+		/*
+		 * Sleep until the next expiry; a minute at most, as a safety net, and
+		 * a second on a standby, to start tokens soon after a promotion.
+		 */
 		if (next == PG_INT64_MAX)
-			sleep_ms = 60 * 1000;
+			sleep_ms = RecoveryInProgress() ? 1000 : 60 * 1000;
 		else
 		{
 			now = GetCurrentTimestamp();
 			sleep_ms = next <= now ? 0 : (long) ((next - now + 999) / 1000);
-			sleep_ms = Min(sleep_ms, 60 * 1000);
+			sleep_ms = Min(sleep_ms, RecoveryInProgress() ? 1000 : 60 * 1000);
 		}
 		if (sleep_ms > 0)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

@@ -12,10 +12,12 @@
  * Within a timeline, tokens come from one counter in shared memory, so they
  * increase across all acquisitions of the server.  The file pg_dlock_tokens
  * in the data directory holds a ceiling: every token handed out is below it.
- * The counter starts when the first token is asked for after recovery (a
- * standby hands out none: its tokens could not be ordered with its
- * primary's), above both the ceiling on disk and the timeline's base, and a
- * block of dlock.token_reserve tokens is reserved above it; when a block is
+ * The counter starts as soon as the server is a primary: the reaper starts
+ * it at start-up and within a second of a promotion, or the first backend
+ * that asks for a token does, whichever comes first (a standby hands out
+ * none: its tokens could not be ordered with its primary's).  It starts
+ * above both the ceiling on disk and the timeline's base, and a block of
+ * dlock.token_reserve tokens is reserved above it; when a block is
  * used up, the next one is reserved (written and fsynced) before a token from
  * it is handed out.  Reservations never go past the timeline's last token.
  *
@@ -132,8 +134,8 @@ token_file_read(DlockTokenFile *f)
 				 errmsg("file \"%s\" is damaged", DLOCK_TOKEN_FILE),
 				 errdetail("Fencing tokens are disabled; locking works without them."),
 				 errhint("Restore the file, or remove it to restart tokens at the start of the current timeline "
-						 "(only if nothing outside the database keeps tokens of this timeline); "
-						 "dlock reads it again within 10 seconds.")));
+						 "(only if nothing outside the database keeps tokens of this timeline, and the cluster "
+						 "was not made by pg_upgrade); dlock reads it again within 10 seconds.")));
 	}
 	return ok;
 }
@@ -235,7 +237,7 @@ tokens_start(DlockShared *s, bool wait)
 	if (wait)
 		LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
 	else if (!LWLockConditionalAcquire(s->token_lock, LW_EXCLUSIVE))
-		return DLOCK_TOKENS_FILE_FAILED;
+		return pg_atomic_read_u32(&s->token_state);	/* someone else is at it */
 	state = pg_atomic_read_u32(&s->token_state);
 	if (state == DLOCK_TOKENS_NOT_STARTED ||
 		(state == DLOCK_TOKENS_FILE_FAILED && retry_due(s)))
@@ -317,6 +319,22 @@ tokens_start(DlockShared *s, bool wait)
 	}
 	LWLockRelease(s->token_lock);
 	return state;
+}
+
+/*
+ * Start tokens now if this server is a primary and they have not started:
+ * called by the reaper at start and after a promotion, so that the token
+ * file holds the timeline the server writes on even before the first lock
+ * (pg_upgrade takes the offset of a new cluster from that file).
+ */
+void
+dlock_tokens_prepare(void)
+{
+	DlockShared *s = dlock_shared;
+
+	if (pg_atomic_read_u32(&s->token_state) == DLOCK_TOKENS_NOT_STARTED &&
+		!RecoveryInProgress())
+		(void) tokens_start(s, true);
 }
 
 /*

@@ -93,8 +93,8 @@ to_timeline(922336);
 is($node->safe_psql('postgres', "SELECT dlock_try('top'); SELECT dlock_token('top')"),
 	"t\n9223360000000000001", 'timeline 922336: its first token, 9223360000000000001');
 $node->stop;
-to_timeline(922337);
 $off = -s $node->logfile;
+to_timeline(922337);
 like(sqlstate_error($node, "SELECT dlock_try('over'); SELECT dlock_token('over')"),
 	qr/ERROR:  55000: lock "over" has no fencing token\nDETAIL:  Fencing tokens are on timeline 922337; they have room for timelines up to 922336\./,
 	'timeline 922337: no tokens, a clear error');

@@ -2,8 +2,8 @@
 # without the token file.  With the old cluster's file copied in, by the
 # command in README.md ("Upgrading with pg_upgrade"), the new cluster's
 # tokens go on above every token of the old one, also after a restart, and a
-# standby copied from the new cluster before its first token goes on above
-# it when promoted.  (pg_upgrade itself needs two majors side by side; a
+# standby copied from the new cluster before its first start (the rsync
+# method) goes on above it when promoted.  (pg_upgrade itself needs two majors side by side; a
 # fresh cluster stands in for its output: a new system, on timeline 1.)
 use strict;
 use warnings;
@@ -28,7 +28,7 @@ my $new = dlock_primary('upgrade_new');
 $new->stop;
 isnt(sysid($new), sysid($old), 'the new cluster is another system');
 
-# the README's command
+# the README's command, while both are stopped
 my $readme = slurp_file('README.md');
 my ($commands) = $readme =~ /### Upgrading with pg_upgrade\n.*?```sh\n(.*?)```/s
   or die 'no commands in README.md';
@@ -36,11 +36,16 @@ $ENV{OLD} = $old->data_dir;
 $ENV{NEW} = $new->data_dir;
 command_ok([ 'bash', '-e', '-c', $commands ], "README.md's command after pg_upgrade");
 
-# a standby copied before the new cluster's first token (as rsync would)
-$new->start;
-my $standby = dlock_standby($new, 'upgrade_standby');
-
+# a standby copied from the new cluster before its first start, as the
+# rsync method of pg_upgrade's documentation does
+$new->backup_fs_cold('upgrade_cold');
 my $off = -s $new->logfile;
+$new->start;
+my $standby = PostgreSQL::Test::Cluster->new('upgrade_standby');
+$standby->init_from_backup($new, 'upgrade_cold', has_streaming => 1);
+$standby->start;
+catch_up($new, $standby);
+
 my @new_tokens = new_tokens($new, 'new', 5);
 cmp_ok($new_tokens[0], '>', $old_max, 'the new cluster\'s tokens are above every token of the old one');
 is(int($new_tokens[0] / $SPAN), 4, 'on token timeline 4: its timeline 1 plus the old 3');

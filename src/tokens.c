@@ -415,47 +415,28 @@ dlock_next_token(void)
 	return tokens_reserve(s, t);
 }
 
-/* The error of dlock_token for a hold without a token. */
-static void
-no_token_error(const DlockName *name, int64 why)
+/* Why a hold has no token: the DETAIL (and HINT) of dlock_token's error. */
+static int
+no_token_detail(int64 why)
 {
 	DlockShared *s = dlock_shared;
 
 	switch (why)
 	{
 		case DLOCK_NO_TOKEN_RECOVERY:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("The lock was taken while the server was a standby; only a primary hands out fencing tokens.")));
-			break;
+			return errdetail("The lock was taken while the server was a standby; only a primary hands out fencing tokens.");
 		case DLOCK_NO_TOKEN_USED_UP:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("The fencing tokens of timeline %u are used up.", s->token_timeline),
-					 errhint("Tokens go on after the server moves to a new timeline (a promotion or a point-in-time recovery).")));
-			break;
+			errhint("Tokens go on after the server moves to a new timeline (a promotion or a point-in-time recovery).");
+			return errdetail("The fencing tokens of timeline %u are used up.", s->token_timeline);
 		case DLOCK_NO_TOKEN_FILE_AHEAD:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("File \"%s\" holds tokens of a later timeline than this server's (%u); the server log says more.",
-							   DLOCK_TOKEN_FILE, s->token_timeline)));
-			break;
+			return errdetail("File \"%s\" holds tokens of a later timeline than this server's (%u); the server log says more.",
+							 DLOCK_TOKEN_FILE, s->token_timeline);
 		case DLOCK_NO_TOKEN_TIMELINE:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("Fencing tokens are on timeline %u; they have room for timelines up to %u.",
-							   s->token_timeline, (unsigned int) DLOCK_TOKEN_MAX_TIMELINE)));
-			break;
+			return errdetail("Fencing tokens are on timeline %u; they have room for timelines up to %u.",
+							 s->token_timeline, (unsigned int) DLOCK_TOKEN_MAX_TIMELINE);
 		default:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("lock \"%s\" has no fencing token", dlock_display_name(name)),
-					 errdetail("dlock could not reserve tokens in file \"%s\"; the server log says why.",
-							   DLOCK_TOKEN_FILE)));
+			return errdetail("dlock could not reserve tokens in file \"%s\"; the server log says why.",
+							 DLOCK_TOKEN_FILE);
 	}
 }
 
@@ -474,6 +455,9 @@ dlock_token(PG_FUNCTION_ARGS)
 		dlock_not_held(&name);
 	e = dlock_entry_at(refs[0]);
 	if (e->token <= 0)
-		no_token_error(&name, e->token);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" has no fencing token", dlock_display_name(&name)),
+				 no_token_detail(e->token)));
 	PG_RETURN_INT64(e->token);
 }

@@ -26,8 +26,8 @@ $local->query_safe('SET dlock.allow_standby_locks = on');
 is($local->query_safe("SELECT dlock_try('local')"), 't', 'standby: a standby-local lock');
 my $local2 = $standby->background_psql('postgres');
 $local2->query_safe('SET dlock.allow_standby_locks = on');
-is($local2->query_safe("SELECT dlock_try('local-leased', lease => '5s')"), 't',
-	'standby: a standby-local lock with a 5 s lease, to run out after the promotion');
+is($local2->query_safe("SELECT dlock_try('local-leased', lease => '10s')"), 't',
+	'standby: a standby-local lock with a 10 s lease, to run out after the promotion');
 my $local_pid = $local2->query_safe('SELECT pg_backend_pid()');
 ok($standby->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'dlock lease reaper'"),

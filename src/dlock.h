@@ -65,20 +65,18 @@
 #define DLOCK_TOKEN_SPAN INT64CONST(10000000000000)	/* 10^13 */
 #define DLOCK_TOKEN_MAX_TIMELINE (PG_INT64_MAX / DLOCK_TOKEN_SPAN - 1) /* 922336 */
 
-/* In place of a token (DlockEntry.token <= 0): why a hold has none. */
-#define DLOCK_NO_TOKEN_FILE		0	/* the token file could not be used */
-#define DLOCK_NO_TOKEN_RECOVERY	(-1)	/* taken while the server was a standby */
-#define DLOCK_NO_TOKEN_USED_UP	(-2)	/* this timeline's tokens are used up */
-#define DLOCK_NO_TOKEN_TIMELINE	(-3)	/* the timeline is beyond what tokens hold */
-#define DLOCK_NO_TOKEN_FILE_AHEAD	(-4)	/* the file has a later timeline's tokens */
-
-/* DlockShared.token_state */
-#define DLOCK_TOKENS_NOT_STARTED	0	/* until the first token after recovery */
+/*
+ * DlockShared.token_state.  A hold that got no token keeps, in place of it,
+ * DLOCK_NO_TOKEN(the state that was the reason): a number <= 0.
+ */
+#define DLOCK_TOKENS_NOT_STARTED	0	/* in recovery: a standby's holds */
 #define DLOCK_TOKENS_ON				1
 #define DLOCK_TOKENS_FILE_FAILED	2	/* tried again after DLOCK_TOKEN_RETRY_US */
-#define DLOCK_TOKENS_USED_UP		3
-#define DLOCK_TOKENS_BAD_TIMELINE	4
-#define DLOCK_TOKENS_FILE_AHEAD		5	/* until the next start of the server */
+#define DLOCK_TOKENS_USED_UP		3	/* this timeline's tokens are used up */
+#define DLOCK_TOKENS_BAD_TIMELINE	4	/* beyond DLOCK_TOKEN_MAX_TIMELINE */
+#define DLOCK_TOKENS_FILE_AHEAD		5	/* the file has a later timeline's
+										 * tokens; until the next start */
+#define DLOCK_NO_TOKEN(state)	(-(int64) (state))
 
 /* A token file that could not be read or written is tried again after: */
 #define DLOCK_TOKEN_RETRY_US ((int64) 10 * 1000 * 1000)
@@ -111,7 +109,7 @@ typedef struct DlockEntry
 	TimestampTz lease_expires;	/* 0: no lease */
 	int64		lease_us;		/* length of the last lease given */
 	int64		token;			/* fencing token of this hold; <= 0: none,
-								 * DLOCK_NO_TOKEN_* says why */
+								 * DLOCK_NO_TOKEN(state) says why */
 	int32		nsession;		/* session-scope holds (re-entrant count) */
 	int32		nxact;			/* transaction-scope holds */
 	uint8		inuse;

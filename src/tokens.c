@@ -180,23 +180,6 @@ token_file_write(uint64 ceiling, uint32 tli_offset)
 	return durable_rename(tmp, DLOCK_TOKEN_FILE, LOG) == 0;
 }
 
-/* Why a hold has no token, from the state of the counter. */
-static int64
-no_token(uint32 state)
-{
-	switch (state)
-	{
-		case DLOCK_TOKENS_USED_UP:
-			return DLOCK_NO_TOKEN_USED_UP;
-		case DLOCK_TOKENS_BAD_TIMELINE:
-			return DLOCK_NO_TOKEN_TIMELINE;
-		case DLOCK_TOKENS_FILE_AHEAD:
-			return DLOCK_NO_TOKEN_FILE_AHEAD;
-		default:
-			return DLOCK_NO_TOKEN_FILE;
-	}
-}
-
 static void
 log_used_up(DlockShared *s)
 {
@@ -278,6 +261,7 @@ tokens_start(DlockShared *s, bool wait)
 			{
 				uint64		limit = (ttl + 1) * DLOCK_TOKEN_SPAN;
 				uint64		start = Max(f.ceiling, ttl * DLOCK_TOKEN_SPAN + 1);
+				uint64		c = Min(start + s->token_block, limit);
 
 				s->token_limit = limit;
 				s->token_offset = (uint32) offset;
@@ -300,12 +284,12 @@ tokens_start(DlockShared *s, bool wait)
 									   (unsigned long long) ttl)));
 					state = DLOCK_TOKENS_USED_UP;
 				}
-				else if (!token_file_write(Min(start + s->token_block, limit), s->token_offset))
+				else if (!token_file_write(c, s->token_offset))
 					state = DLOCK_TOKENS_FILE_FAILED;
 				else
 				{
 					pg_atomic_write_u64(&s->token_next, start);
-					pg_atomic_write_u64(&s->token_ceiling, Min(start + s->token_block, limit));
+					pg_atomic_write_u64(&s->token_ceiling, c);
 					pg_write_barrier();
 					state = DLOCK_TOKENS_ON;
 				}
@@ -357,7 +341,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 				pg_atomic_write_u32(&s->token_state, DLOCK_TOKENS_USED_UP);
 				log_used_up(s);
 			}
-			result = DLOCK_NO_TOKEN_USED_UP;
+			result = DLOCK_NO_TOKEN(DLOCK_TOKENS_USED_UP);
 		}
 		else
 		{
@@ -367,7 +351,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 			if (token_file_write(c, s->token_offset))
 				pg_atomic_write_u64(&s->token_ceiling, c);
 			else
-				result = DLOCK_NO_TOKEN_FILE;
+				result = DLOCK_NO_TOKEN(DLOCK_TOKENS_FILE_FAILED);
 		}
 	}
 	LWLockRelease(s->token_lock);
@@ -375,8 +359,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 }
 
 /*
- * The fencing token of a new hold: positive, or one of the DLOCK_NO_TOKEN_*
- * reasons.  The usual case is one atomic add and one read.
+ * The fencing token of a new hold: positive, or DLOCK_NO_TOKEN(why).  The usual case is one atomic add and one read.
  */
 int64
 dlock_next_token(void)
@@ -386,14 +369,14 @@ dlock_next_token(void)
 	uint64		t;
 
 	if (s == NULL)
-		return DLOCK_NO_TOKEN_FILE;
+		return DLOCK_NO_TOKEN(DLOCK_TOKENS_FILE_FAILED);
 	state = pg_atomic_read_u32(&s->token_state);
 	if (unlikely(state != DLOCK_TOKENS_ON))
 	{
 		if (state == DLOCK_TOKENS_NOT_STARTED)
 		{
 			if (RecoveryInProgress())
-				return DLOCK_NO_TOKEN_RECOVERY;
+				return DLOCK_NO_TOKEN(DLOCK_TOKENS_NOT_STARTED);
 			state = tokens_start(s, true);
 		}
 		else if (state == DLOCK_TOKENS_FILE_FAILED)
@@ -406,7 +389,7 @@ dlock_next_token(void)
 				state = tokens_start(s, false);
 		}
 		if (state != DLOCK_TOKENS_ON)
-			return no_token(state);
+			return DLOCK_NO_TOKEN(state);
 	}
 	/* a full barrier: reads next and ceiling after the state said ON */
 	t = pg_atomic_fetch_add_u64(&s->token_next, 1);
@@ -417,21 +400,21 @@ dlock_next_token(void)
 
 /* Why a hold has no token: the DETAIL (and HINT) of dlock_token's error. */
 static int
-no_token_detail(int64 why)
+no_token_detail(int64 token)
 {
 	DlockShared *s = dlock_shared;
 
-	switch (why)
+	switch ((uint32) -token)
 	{
-		case DLOCK_NO_TOKEN_RECOVERY:
+		case DLOCK_TOKENS_NOT_STARTED:
 			return errdetail("The lock was taken while the server was a standby; only a primary hands out fencing tokens.");
-		case DLOCK_NO_TOKEN_USED_UP:
+		case DLOCK_TOKENS_USED_UP:
 			errhint("Tokens go on after the server moves to a new timeline (a promotion or a point-in-time recovery).");
 			return errdetail("The fencing tokens of timeline %u are used up.", s->token_timeline);
-		case DLOCK_NO_TOKEN_FILE_AHEAD:
+		case DLOCK_TOKENS_FILE_AHEAD:
 			return errdetail("File \"%s\" holds tokens of a later timeline than this server's (%u); the server log says more.",
 							 DLOCK_TOKEN_FILE, s->token_timeline);
-		case DLOCK_NO_TOKEN_TIMELINE:
+		case DLOCK_TOKENS_BAD_TIMELINE:
 			return errdetail("Fencing tokens are on timeline %u; they have room for timelines up to %u.",
 							 s->token_timeline, (unsigned int) DLOCK_TOKEN_MAX_TIMELINE);
 		default:

@@ -102,7 +102,7 @@ dlock_names(PG_FUNCTION_ARGS)
 			values[9] = TimestampTzGetDatum(e->lease_expires);
 			nulls[9] = (e->lease_expires == 0);
 			values[10] = Int64GetDatum(e->token);
-			nulls[10] = (e->token <= 0); /* none: DLOCK_NO_TOKEN_* */
+			nulls[10] = (e->token <= 0); /* none: DLOCK_NO_TOKEN() */
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

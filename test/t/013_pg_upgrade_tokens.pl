@@ -29,12 +29,7 @@ $new->stop;
 isnt(sysid($new), sysid($old), 'the new cluster is another system');
 
 # the README's command, while both are stopped
-my $readme = slurp_file('README.md');
-my ($commands) = $readme =~ /### Upgrading with pg_upgrade\n.*?```sh\n(.*?)```/s
-  or die 'no commands in README.md';
-$ENV{OLD} = $old->data_dir;
-$ENV{NEW} = $new->data_dir;
-command_ok([ 'bash', '-e', '-c', $commands ], "README.md's command after pg_upgrade");
+readme_upgrade_command($old, $new);
 
 # a standby copied from the new cluster before its first start, as the
 # rsync method of pg_upgrade's documentation does

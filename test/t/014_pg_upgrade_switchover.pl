@@ -37,11 +37,7 @@ $node_a->stop;
 # pg_upgrade of A: a new cluster, with A's file copied by the README's command
 my $new = dlock_node('switch_new');
 $new->stop;
-my ($commands) = slurp_file('README.md') =~ /### Upgrading with pg_upgrade\n.*?```sh\n(.*?)```/s
-  or die 'no commands in README.md';
-$ENV{OLD} = $node_a->data_dir;
-$ENV{NEW} = $new->data_dir;
-command_ok([ 'bash', '-e', '-c', $commands ], "README.md's command after pg_upgrade");
+readme_upgrade_command($node_a, $new);
 $new->start;
 my @new = new_tokens($new, 'new', 3);
 my ($max) = sort { $b <=> $a } @seen;

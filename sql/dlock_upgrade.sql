@@ -17,8 +17,14 @@ SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE n
 SELECT source, target, path FROM pg_extension_update_paths('dlock')
  WHERE path IS NOT NULL ORDER BY source, target;
 
+CREATE TEMP TABLE fresh_view AS SELECT pg_get_viewdef('dlock_locks'::regclass) AS def;
+-- a detached lock is held by the server through all of this
+SELECT dlock_acquire('held-across-versions', '10 minutes') AS across \gset
+
 DROP EXTENSION dlock;
 CREATE EXTENSION dlock VERSION '1.0';
+-- the 1.0 view over the new library shows the detached lock (no scope yet)
+SELECT name, mode, scope, granted FROM dlock_locks WHERE name = 'held-across-versions';
 SELECT extversion FROM pg_extension WHERE extname = 'dlock';
 SELECT dlock_try('taken-under-1.0');
 ALTER EXTENSION dlock UPDATE;
@@ -32,6 +38,9 @@ SELECT f.func FROM fresh_comments f
   JOIN pg_proc p ON p.oid::regprocedure::text = f.func
  WHERE obj_description(p.oid, 'pg_proc') IS DISTINCT FROM f.comment;
 SELECT obj_description('dlock_token(text)'::regprocedure, 'pg_proc') LIKE 'the fencing token%timeline * 10^13%' AS token_comment;
+-- and the same view (1.3 shows detached locks)
+SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+SELECT name, scope FROM dlock_locks WHERE name = 'held-across-versions';
 -- a lock taken before the update is still held, named, and released
 SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock('taken-under-1.0');
@@ -39,7 +48,7 @@ SELECT dlock_try('after-update', lease => '1 hour'), dlock_token('after-update')
 SELECT dlock_unlock_all();
 -- updating again is a no-op
 ALTER EXTENSION dlock UPDATE;
--- from 1.1 (the version before this one), too
+-- from 1.1 and 1.2, too
 DROP EXTENSION dlock;
 CREATE EXTENSION dlock VERSION '1.1';
 ALTER EXTENSION dlock UPDATE;
@@ -48,4 +57,14 @@ SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE n
 (SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
 UNION ALL
 (SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.2';
+ALTER EXTENSION dlock UPDATE;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
+  FROM pg_extension WHERE extname = 'dlock';
+(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
+UNION ALL
+(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+SELECT dlock_release('held-across-versions', :across);
 DROP FUNCTION dlock_objects();

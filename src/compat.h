@@ -36,6 +36,18 @@
 #define dlock_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
 #endif
 
+/*
+ * 18 gave LockAcquireExtended a last argument, "log a lock failure"
+ * (log_lock_failures); the detached-lock holder never logs them.
+ */
+#if PG_VERSION_NUM >= 180000
+#define dlock_lock_acquire_ext(tag, mode, session, dontWait, reportMemoryError, locallockp) \
+	LockAcquireExtended((tag), (mode), (session), (dontWait), (reportMemoryError), (locallockp), false)
+#else
+#define dlock_lock_acquire_ext(tag, mode, session, dontWait, reportMemoryError, locallockp) \
+	LockAcquireExtended((tag), (mode), (session), (dontWait), (reportMemoryError), (locallockp))
+#endif
+
 /* 18 lets a module say its name and version in its magic block. */
 #ifdef PG_MODULE_MAGIC_EXT
 #define DLOCK_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "dlock", .version = DLOCK_VERSION)

@@ -21,6 +21,7 @@ DLOCK_MODULE_MAGIC;
 
 DlockShared *dlock_shared = NULL;
 int			dlock_max_locks_per_session = 64;
+int			dlock_max_detached_locks = 1000;
 int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
 bool		dlock_allow_standby_locks = false;
 
@@ -44,11 +45,34 @@ dlock_require_preload(const char *detail)
 				 errhint("Add dlock to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+/*
+ * The header, then MaxBackends slots, then the detached-lock parts: a
+ * request per backend, the lock holder's holds, a waiter per background
+ * worker slot.  Each part starts at the offset the header records.
+ */
+static Size
+dlock_shmem_layout(Size *requests_off, Size *holds_off, Size *waiters_off)
+{
+	Size		size;
+
+	size = add_size(MAXALIGN(sizeof(DlockShared)),
+					mul_size(MaxBackends, dlock_slot_size(dlock_max_locks_per_session)));
+	*requests_off = size = MAXALIGN(size);
+	size = add_size(size, mul_size(MaxBackends, sizeof(DlockRequest)));
+	*holds_off = size = MAXALIGN(size);
+	size = add_size(size, mul_size(dlock_max_detached_locks, sizeof(DlockHold)));
+	*waiters_off = size = MAXALIGN(size);
+	return add_size(size, mul_size(max_worker_processes, sizeof(DlockWaiter)));
+}
+
 static Size
 dlock_shmem_size(void)
 {
-	return add_size(MAXALIGN(sizeof(DlockShared)),
-					mul_size(MaxBackends, dlock_slot_size(dlock_max_locks_per_session)));
+	Size		a,
+				b,
+				c;
+
+	return dlock_shmem_layout(&a, &b, &c);
 }
 
 static void
@@ -85,6 +109,22 @@ dlock_shmem_startup(void)
 		s->token_block = dlock_token_reserve;
 		for (i = 0; i < s->nslots; i++)
 			pg_atomic_init_u32(&dlock_slot(i)->changecount, 0);
+		(void) dlock_shmem_layout(&s->requests_off, &s->holds_off, &s->waiters_off);
+		s->holder_pid = 0;
+		s->holder_procno = -1;
+		s->max_holds = dlock_max_detached_locks;
+		s->nwaiters = max_worker_processes;
+		pg_atomic_init_u64(&s->ticket_next, 1);
+		SpinLockInit(&s->expired_lock);
+		for (i = 0; i < s->nslots; i++)
+			pg_atomic_init_u32(&dlock_request(i)->state, DLOCK_REQ_IDLE);
+		for (i = 0; i < s->max_holds; i++)
+			pg_atomic_init_u32(&dlock_hold(i)->changecount, 0);
+		for (i = 0; i < s->nwaiters; i++)
+		{
+			pg_atomic_init_u32(&dlock_waiter(i)->state, DLOCK_W_FREE);
+			pg_atomic_init_u32(&dlock_waiter(i)->hold.changecount, 0);
+		}
 		/* tokens start with the first one asked for after recovery */
 		pg_atomic_init_u32(&s->token_state, DLOCK_TOKENS_NOT_STARTED);
 		pg_atomic_init_u64(&s->token_next, 0);
@@ -132,6 +172,14 @@ _PG_init(void)
 							DLOCK_TOKEN_RESERVE_DEFAULT, 1, INT_MAX,
 							PGC_POSTMASTER, GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_detached_locks",
+							"Detached locks the lock holder process can hold at once.",
+							"Counts locks that dlock_acquire got without waiting; a lock it had to wait for "
+							"is held by its own background worker.  0 turns detached locks off.",
+							&dlock_max_detached_locks,
+							1000, 0, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
 
 	prev_shmem_request_hook = shmem_request_hook;
@@ -149,4 +197,14 @@ _PG_init(void)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "dlock lease reaper");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "dlock lease reaper");
 	RegisterBackgroundWorker(&worker);
+
+	if (dlock_max_detached_locks > 0)
+	{
+		/* on a primary only: a standby hands out no tokens */
+		worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+		snprintf(worker.bgw_function_name, BGW_MAXLEN, "dlock_holder_main");
+		snprintf(worker.bgw_name, BGW_MAXLEN, "dlock lock holder");
+		snprintf(worker.bgw_type, BGW_MAXLEN, "dlock lock holder");
+		RegisterBackgroundWorker(&worker);
+	}
 }

@@ -21,6 +21,10 @@
  *   xact.c     transaction-scope holds and the transaction callbacks
  *   view.c     dlock_names(), the names half of the dlock_locks view
  *   reaper.c   the background worker that enforces leases
+ *   detached.c detached locks, the caller's side: dlock_acquire, _extend,
+ *              _release, and the requests to the processes that hold them
+ *   holder.c   the processes that hold detached locks: the lock holder
+ *              (immediate acquisitions) and one waiter per waited one
  *   name.c     names, keys, argument checks;  sha256.c  the hash
  */
 #ifndef DLOCK_H
@@ -35,11 +39,12 @@
 #include "port/atomics.h"
 #include "storage/lock.h"
 #include "storage/lwlock.h"
+#include "storage/spin.h"
 
 #include "compat.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
-#define DLOCK_VERSION "1.2"
+#define DLOCK_VERSION "1.3"
 
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255
@@ -129,6 +134,133 @@ typedef struct DlockSlot
 	DlockEntry	entries[FLEXIBLE_ARRAY_MEMBER];
 } DlockSlot;
 
+/* ---- detached locks (detached.c, holder.c) ---- */
+
+/* Longest lease of a detached lock (documented in README.md). */
+#define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
+
+/* Longest client address kept for the view (numeric IPv6 with a zone). */
+#define DLOCK_CLIENT_MAX 64
+
+/* Lease expiries remembered, so that a late dlock_extend can say so. */
+#define DLOCK_EXPIRED_RING 1024
+
+/* DlockHold.state */
+#define DLOCK_HOLD_FREE		0
+#define DLOCK_HOLD_WAITING	1	/* a waiter process is queued for it */
+#define DLOCK_HOLD_HELD		2
+
+/*
+ * One detached lock: held (or awaited) by the lock holder or by a waiter
+ * process for the role that acquired it.  Written only by the process that
+ * holds it, inside its change counter, like a slot.
+ */
+typedef struct DlockHold
+{
+	pg_atomic_uint32 changecount;
+	uint8		state;			/* DLOCK_HOLD_* */
+	uint8		mode;			/* DlockMode */
+	uint16		namelen;
+	Oid			dbid;
+	Oid			role;
+	int64		key;
+	int64		token;
+	TimestampTz since;			/* granted at, or waiting since */
+	TimestampTz lease_expires;
+	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
+	char		rolname[NAMEDATALEN];
+	char		appname[NAMEDATALEN];
+	char		client[DLOCK_CLIENT_MAX];	/* "" for a Unix socket */
+} DlockHold;
+
+/* DlockRequest.state */
+#define DLOCK_REQ_IDLE		0
+#define DLOCK_REQ_PENDING	1
+#define DLOCK_REQ_DONE		2
+
+/* DlockRequest.op */
+#define DLOCK_OP_ACQUIRE	1	/* without waiting */
+#define DLOCK_OP_EXTEND		2
+#define DLOCK_OP_RELEASE	3
+#define DLOCK_OP_UNDO		4	/* release: the acquiring transaction aborted */
+
+/* DlockRequest.result (and DlockWaiter.result) */
+#define DLOCK_RES_OK		0
+#define DLOCK_RES_BUSY		1	/* not available (acquire) */
+#define DLOCK_RES_FULL		2	/* dlock.max_detached_locks are held */
+#define DLOCK_RES_NO_TOKEN	3	/* token: DLOCK_NO_TOKEN(why) */
+#define DLOCK_RES_NOT_HELD	4	/* no such hold of this name and token */
+#define DLOCK_RES_EXPIRED	5	/* its lease ran out at "expires" */
+#define DLOCK_RES_NOT_YOURS 6	/* held by another role */
+#define DLOCK_RES_ERROR		7	/* sqlerrcode, message, detail */
+#define DLOCK_RES_TIMEOUT	8	/* waiter: not granted within the timeout */
+
+#define DLOCK_MSG_MAX 256
+
+/*
+ * A backend's request to a process that holds detached locks, one per
+ * backend (indexed like the slots), answered in place.
+ */
+typedef struct DlockRequest
+{
+	pg_atomic_uint32 state;		/* DLOCK_REQ_* */
+	int			target_pid;		/* the process asked */
+	int			op;				/* DLOCK_OP_* */
+	int			caller_procno;
+	bool		superuser;		/* the caller may act for any role */
+	int64		lease_us;		/* ACQUIRE, EXTEND */
+	DlockHold	hold;			/* ACQUIRE: all of it; else dbid, key, token,
+								 * role */
+	/* the answer */
+	int			result;			/* DLOCK_RES_* */
+	int64		token;
+	TimestampTz expires;
+	char		holder_role[NAMEDATALEN];
+	int			sqlerrcode;
+	char		message[DLOCK_MSG_MAX];
+} DlockRequest;
+
+/* DlockWaiter.state */
+#define DLOCK_W_FREE		0
+#define DLOCK_W_STARTING	1	/* claimed by a caller, worker not yet there */
+#define DLOCK_W_WAITING		2	/* the worker holds the ticket and waits */
+#define DLOCK_W_GRANTED		3	/* the worker holds the lock */
+#define DLOCK_W_ENDED		4	/* not granted: result says why */
+#define DLOCK_W_ABANDONED	5	/* the caller gave up (error, exit) */
+
+/*
+ * One waited acquisition, and then the lock it got: run by a waiter process
+ * (a dynamic background worker) that waits in the lock manager's queue while
+ * the caller waits for a "ticket" lock the worker holds, so that the
+ * deadlock detector sees caller -> worker -> holders (holder.c).
+ */
+typedef struct DlockWaiter
+{
+	pg_atomic_uint32 state;		/* DLOCK_W_* */
+	uint64		ticket;
+	int			caller_pid;
+	int			caller_procno;
+	int			worker_pid;		/* 0 until it runs */
+	int			worker_procno;
+	int64		timeout_us;		/* -1: no limit */
+	int			deadlock_timeout_ms;
+	int64		lease_us;
+	TimestampTz claimed_at;
+	int			result;			/* ENDED: DLOCK_RES_* */
+	int			sqlerrcode;
+	char		message[DLOCK_MSG_MAX];
+	char		detail[2 * DLOCK_MSG_MAX];
+	DlockHold	hold;
+} DlockWaiter;
+
+typedef struct DlockExpired
+{
+	Oid			dbid;
+	int64		key;
+	int64		token;
+	TimestampTz expired;
+} DlockExpired;
+
 typedef struct DlockShared
 {
 	LWLock	   *token_lock;		/* serialises starting the counter and
@@ -147,8 +279,27 @@ typedef struct DlockShared
 	int			nslots;
 	int			entries_per_slot;
 	Size		slot_size;
-	/* slots follow, each slot_size bytes, MAXALIGNed */
+	/* detached locks */
+	int			holder_pid;		/* the lock holder; 0 when not running */
+	int			holder_procno;
+	int			max_holds;		/* dlock.max_detached_locks */
+	int			nwaiters;		/* max_worker_processes */
+	pg_atomic_uint64 ticket_next;
+	slock_t		expired_lock;
+	int			expired_next;
+	DlockExpired expired[DLOCK_EXPIRED_RING];
+	Size		requests_off;	/* DlockRequest[nslots] */
+	Size		holds_off;		/* DlockHold[max_holds] */
+	Size		waiters_off;	/* DlockWaiter[nwaiters] */
+	/* slots follow, each slot_size bytes, MAXALIGNed; then the above */
 } DlockShared;
+
+#define dlock_request(i) \
+	(&((DlockRequest *) ((char *) dlock_shared + dlock_shared->requests_off))[i])
+#define dlock_hold(i) \
+	(&((DlockHold *) ((char *) dlock_shared + dlock_shared->holds_off))[i])
+#define dlock_waiter(i) \
+	(&((DlockWaiter *) ((char *) dlock_shared + dlock_shared->waiters_off))[i])
 
 /* A checked lock-name argument (name.c). */
 typedef struct DlockName
@@ -162,6 +313,7 @@ typedef struct DlockName
 /* dlock.c */
 extern DlockShared *dlock_shared;
 extern int	dlock_max_locks_per_session;
+extern int	dlock_max_detached_locks;
 extern int	dlock_token_reserve;
 extern bool dlock_allow_standby_locks;
 extern void dlock_require_preload(const char *detail);
@@ -255,6 +407,7 @@ extern void dlock_forget_released_expired(void);
 /* tokens.c */
 extern int64 dlock_next_token(void);
 extern void dlock_tokens_prepare(void);
+extern int	dlock_no_token_detail(int64 token);
 
 /* xact.c */
 extern void dlock_xact_setup(void);
@@ -273,5 +426,19 @@ extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
 
 /* reaper.c */
 extern PGDLLEXPORT void dlock_reaper_main(Datum arg);
+
+/* detached.c */
+extern void dlock_hold_begin(DlockHold *h);
+extern void dlock_hold_end(DlockHold *h);
+extern void dlock_read_hold(DlockHold *src, DlockHold *copy);
+extern void dlock_detached_xact_end(bool commit);
+extern void dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
+									   SubTransactionId parentSubid);
+
+/* holder.c */
+extern PGDLLEXPORT void dlock_holder_main(Datum arg);
+extern PGDLLEXPORT void dlock_waiter_main(Datum arg);
+extern void dlock_note_expiry(const DlockHold *h);
+extern bool dlock_find_expiry(Oid dbid, int64 key, int64 token, TimestampTz *when);
 
 #endif							/* DLOCK_H */

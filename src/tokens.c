@@ -399,8 +399,8 @@ dlock_next_token(void)
 }
 
 /* Why a hold has no token: the DETAIL (and HINT) of dlock_token's error. */
-static int
-no_token_detail(int64 token)
+int
+dlock_no_token_detail(int64 token)
 {
 	DlockShared *s = dlock_shared;
 
@@ -441,6 +441,6 @@ dlock_token(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("lock \"%s\" has no fencing token", dlock_display_name(&name)),
-				 no_token_detail(e->token)));
+				 dlock_no_token_detail(e->token)));
 	PG_RETURN_INT64(e->token);
 }

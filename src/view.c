@@ -19,14 +19,14 @@
 
 PG_FUNCTION_INFO_V1(dlock_names);
 
-#define DLOCK_NAMES_COLS 11
+#define DLOCK_NAMES_COLS 15
 
 /*
  * The stored UTF-8 name in the database encoding, or NULL where it has a
  * character the encoding lacks (a name taken in another database).
  */
 static Datum
-name_datum(const DlockEntry *e, bool *isnull)
+name_datum(const char *name, int namelen, bool *isnull)
 {
 	int			enc = GetDatabaseEncoding();
 	Oid			proc;
@@ -35,25 +35,89 @@ name_datum(const DlockEntry *e, bool *isnull)
 
 	*isnull = false;
 	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
-		return PointerGetDatum(cstring_to_text_with_len(e->name, e->namelen));
-	if (pg_encoding_verifymbstr(PG_UTF8, e->name, e->namelen) != e->namelen ||
+		return PointerGetDatum(cstring_to_text_with_len(name, namelen));
+	if (pg_encoding_verifymbstr(PG_UTF8, name, namelen) != namelen ||
 		!OidIsValid(proc = FindDefaultConversionProc(PG_UTF8, enc)))
 	{
 		*isnull = true;
 		return (Datum) 0;
 	}
-	buf = palloc((Size) e->namelen * MAX_CONVERSION_GROWTH + 1);
+	buf = palloc((Size) namelen * MAX_CONVERSION_GROWTH + 1);
 	done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
-										 (unsigned char *) e->name, e->namelen,
+										 (unsigned char *) name, namelen,
 										 (unsigned char *) buf,
-										 e->namelen * MAX_CONVERSION_GROWTH + 1,
+										 namelen * MAX_CONVERSION_GROWTH + 1,
 										 true);
-	if (done != e->namelen)
+	if (done != namelen)
 	{
 		*isnull = true;
 		return (Datum) 0;
 	}
 	return PointerGetDatum(cstring_to_text(buf));
+}
+
+/* A detached hold (holder.c), held or awaited by process pid. */
+static void
+put_hold(ReturnSetInfo *rsinfo, const DlockHold *h, int pid)
+{
+	Datum		values[DLOCK_NAMES_COLS];
+	bool		nulls[DLOCK_NAMES_COLS];
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int32GetDatum(pid);
+	values[1] = ObjectIdGetDatum(h->dbid);
+	values[2] = Int64GetDatum(h->key);
+	values[3] = CStringGetTextDatum(h->mode == DLOCK_SHARED ? "ShareLock" : "ExclusiveLock");
+	values[4] = name_datum(h->name, h->namelen, &nulls[4]);
+	values[5] = Int32GetDatum(0);
+	values[6] = Int32GetDatum(0);
+	if (h->state == DLOCK_HOLD_WAITING)
+		values[7] = CStringGetTextDatum("detached");
+	else
+		nulls[7] = true;
+	values[8] = TimestampTzGetDatum(h->since);
+	values[9] = TimestampTzGetDatum(h->lease_expires);
+	nulls[9] = (h->state != DLOCK_HOLD_HELD);
+	values[10] = Int64GetDatum(h->token);
+	nulls[10] = (h->state != DLOCK_HOLD_HELD);
+	values[11] = BoolGetDatum(true);
+	values[12] = CStringGetTextDatum(h->rolname);
+	values[13] = CStringGetTextDatum(h->appname);
+	values[14] = CStringGetTextDatum(h->client);
+	nulls[14] = (h->client[0] == '\0');
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/* The detached locks: the lock holder's, then each waiter's. */
+static void
+detached_rows(ReturnSetInfo *rsinfo)
+{
+	DlockHold	copy;
+	int			pid;
+	int			i;
+
+	pid = dlock_shared->holder_pid;
+	for (i = 0; pid != 0 && i < dlock_shared->max_holds; i++)
+	{
+		DlockHold  *h = dlock_hold(i);
+
+		if (h->state == DLOCK_HOLD_FREE)	/* unlocked peek */
+			continue;
+		dlock_read_hold(h, &copy);
+		if (copy.state != DLOCK_HOLD_FREE)
+			put_hold(rsinfo, &copy, pid);
+	}
+	for (i = 0; i < dlock_shared->nwaiters; i++)
+	{
+		DlockWaiter *w = dlock_waiter(i);
+
+		pid = w->worker_pid;
+		if (pid == 0 || w->hold.state == DLOCK_HOLD_FREE)
+			continue;
+		dlock_read_hold(&w->hold, &copy);
+		if (copy.state != DLOCK_HOLD_FREE)
+			put_hold(rsinfo, &copy, pid);
+	}
 }
 
 Datum
@@ -90,7 +154,7 @@ dlock_names(PG_FUNCTION_ARGS)
 			values[2] = Int64GetDatum(e->key);
 			values[3] = CStringGetTextDatum(e->mode == DLOCK_SHARED ?
 											"ShareLock" : "ExclusiveLock");
-			values[4] = name_datum(e, &nulls[4]);
+			values[4] = name_datum(e->name, e->namelen, &nulls[4]);
 			values[5] = Int32GetDatum(e->nsession);
 			values[6] = Int32GetDatum(e->nxact);
 			if (e->waiting == DLOCK_WAIT_NONE)
@@ -103,9 +167,12 @@ dlock_names(PG_FUNCTION_ARGS)
 			nulls[9] = (e->lease_expires == 0);
 			values[10] = Int64GetDatum(e->token);
 			nulls[10] = (e->token <= 0); /* none: DLOCK_NO_TOKEN() */
+			values[11] = BoolGetDatum(false);
+			nulls[12] = nulls[13] = nulls[14] = true;
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
 	pfree(copy);
+	detached_rows(rsinfo);
 	return (Datum) 0;
 }

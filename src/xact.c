@@ -6,6 +6,10 @@
  * follows it, so that the entries of those holds end at the same moment.  It
  * also runs the lease checks that must stop a commit or a PREPARE.
  *
+ * Detached locks are not transaction-scope, but their acquisition is undone
+ * if the transaction (or subtransaction) that made it rolls back
+ * (detached.c).
+ *
  * Invariant: xact_holds lists exactly the transaction-scope holds the lock
  * manager has for this backend, each with the subtransaction that owns it;
  * room for one more is reserved before a lock is asked for, so recording a
@@ -106,6 +110,9 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			/* detached locks acquired in it: kept, or undone with it */
+			dlock_detached_xact_end(event != XACT_EVENT_ABORT &&
+									event != XACT_EVENT_PARALLEL_ABORT);
 			dlock_forget_released_expired();
 			while (n_xact_holds > 0)
 				drop_xact_hold(n_xact_holds - 1);
@@ -121,6 +128,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			i;
 
+	if (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB)
+		dlock_detached_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB, mySubid, parentSubid);
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		/* the lock manager hands the locks to the parent; so do we */

@@ -1,0 +1,843 @@
+/*
+ * detached.c: detached locks, the caller's side (the SQL functions
+ * dlock_acquire, dlock_extend and dlock_release) and the request protocol
+ * to the processes that hold them (holder.c).
+ *
+ * A request is one DlockRequest per backend in shared memory: the backend
+ * fills it in, marks it pending and sets the latch of the process it asks;
+ * that process answers in place and sets the backend's latch.  The backend
+ * waits for the answer without processing interrupts: the answer is a few
+ * microseconds away, and a cancel that left before it could leave a lock
+ * taken for a caller who was told it failed.  A cancel that arrives
+ * meanwhile is processed right after; if it aborts the transaction that
+ * acquired a detached lock, the lock is released (the acquisition is undone
+ * with the transaction, so a caller never keeps a lock it was told it did
+ * not get).
+ *
+ * A waited acquisition (timeout > 0, lock busy) starts a waiter process and
+ * waits for its ticket lock in the lock manager, interruptibly: a cancel, a
+ * statement_timeout, a deadlock found from this side or a lost client
+ * connection makes this backend give the acquisition up, and the waiter
+ * releases whatever it got.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+#include <signal.h>
+
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "common/ip.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/acl.h"
+#include "utils/backend_status.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+PG_FUNCTION_INFO_V1(dlock_acquire);
+PG_FUNCTION_INFO_V1(dlock_extend);
+PG_FUNCTION_INFO_V1(dlock_release);
+
+/* ---- the change counter of a hold (as for slots) ---- */
+
+void
+dlock_hold_begin(DlockHold *h)
+{
+	uint32		c = pg_atomic_read_u32(&h->changecount);
+
+	START_CRIT_SECTION();
+	pg_atomic_write_u32(&h->changecount, c + 1);
+	pg_write_barrier();
+}
+
+void
+dlock_hold_end(DlockHold *h)
+{
+	uint32		c = pg_atomic_read_u32(&h->changecount);
+
+	pg_write_barrier();
+	pg_atomic_write_u32(&h->changecount, c + 1);
+	END_CRIT_SECTION();
+}
+
+void
+dlock_read_hold(DlockHold *src, DlockHold *copy)
+{
+	int			tries = 0;
+
+	for (;;)
+	{
+		uint32		before = pg_atomic_read_u32(&src->changecount);
+
+		if (++tries % 1000 == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
+		if (before & 1)
+			continue;
+		pg_read_barrier();
+		memcpy((char *) copy + sizeof(pg_atomic_uint32),
+			   (char *) src + sizeof(pg_atomic_uint32),
+			   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+		pg_read_barrier();
+		if (pg_atomic_read_u32(&src->changecount) == before)
+			return;
+	}
+}
+
+/* ---- detached locks acquired by the current transaction ---- */
+
+/*
+ * Until the transaction that acquired a detached lock commits, the lock is
+ * released if it rolls back (to a savepoint before the call, too).
+ */
+typedef struct Acquired
+{
+	Oid			dbid;
+	int64		key;
+	int64		token;
+	int			holder_pid;
+	SubTransactionId subid;
+} Acquired;
+
+static Acquired *acquired = NULL;
+static int	n_acquired = 0;
+static int	max_acquired = 0;
+
+/* a waited acquisition in progress: the waiter block, or -1 */
+static int	waiting_index = -1;
+static bool exit_hook_set = false;
+
+static void send_request(DlockRequest *r, int target_pid, int target_procno);
+
+static void
+reserve_acquired(void)
+{
+	if (n_acquired < max_acquired)
+		return;
+	if (acquired == NULL)
+	{
+		max_acquired = 8;
+		acquired = MemoryContextAlloc(TopMemoryContext, sizeof(Acquired) * max_acquired);
+	}
+	else
+	{
+		acquired = repalloc(acquired, sizeof(Acquired) * max_acquired * 2);
+		max_acquired *= 2;
+	}
+}
+
+static DlockRequest *
+my_request(void)
+{
+	int			procno = GetNumberFromPGProc(MyProc);
+
+	if (procno >= dlock_shared->nslots)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("detached locks cannot be used from this kind of process")));
+	return dlock_request(procno);
+}
+
+/* Undo acquisition i: release it, whoever holds it.  Cannot fail. */
+static void
+undo_acquired(int i)
+{
+	Acquired   *a = &acquired[i];
+	DlockRequest *r = my_request();
+	int			procno = -1;
+	int			j;
+
+	if (a->holder_pid == dlock_shared->holder_pid)
+		procno = dlock_shared->holder_procno;
+	else
+		for (j = 0; j < dlock_shared->nwaiters; j++)
+			if (dlock_waiter(j)->worker_pid == a->holder_pid)
+				procno = dlock_waiter(j)->worker_procno;
+	if (procno >= 0)
+	{
+		r->op = DLOCK_OP_UNDO;
+		r->hold.dbid = a->dbid;
+		r->hold.key = a->key;
+		r->hold.token = a->token;
+		send_request(r, a->holder_pid, procno);
+	}
+	acquired[i] = acquired[--n_acquired];
+}
+
+void
+dlock_detached_xact_end(bool commit)
+{
+	if (!commit)
+		while (n_acquired > 0)
+			undo_acquired(n_acquired - 1);
+	n_acquired = 0;
+}
+
+void
+dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
+						   SubTransactionId parentSubid)
+{
+	int			i;
+
+	for (i = n_acquired - 1; i >= 0; i--)
+	{
+		if (acquired[i].subid != mySubid)
+			continue;
+		if (commit)
+			acquired[i].subid = parentSubid;
+		else
+			undo_acquired(i);
+	}
+}
+
+/* ---- requests ---- */
+
+/* Is the process a request went to still there? */
+static bool
+target_alive(int pid)
+{
+	int			i;
+
+	if (pid == dlock_shared->holder_pid)
+		return true;
+	for (i = 0; i < dlock_shared->nwaiters; i++)
+		if (dlock_waiter(i)->worker_pid == pid)
+			return true;
+	return false;
+}
+
+/*
+ * Ask and wait for the answer, without processing interrupts (see the top
+ * of the file).  If the process asked exits first, the answer is an error:
+ * whatever it held went with it.
+ */
+static void
+send_request(DlockRequest *r, int target_pid, int target_procno)
+{
+	r->target_pid = target_pid;
+	r->caller_procno = GetNumberFromPGProc(MyProc);
+	r->result = DLOCK_RES_ERROR;
+	pg_write_barrier();
+	pg_atomic_write_u32(&r->state, DLOCK_REQ_PENDING);
+	SetLatch(&GetPGProcByNumber(target_procno)->procLatch);
+	for (;;)
+	{
+		if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 100L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		if (pg_atomic_read_u32(&r->state) != DLOCK_REQ_DONE && !target_alive(target_pid))
+		{
+			r->result = DLOCK_RES_ERROR;
+			r->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
+			strlcpy(r->message, "the dlock process that holds detached locks exited", DLOCK_MSG_MAX);
+			break;
+		}
+	}
+	pg_read_barrier();
+	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+	/* whatever else set the latch meanwhile still finds it set */
+	SetLatch(MyLatch);
+}
+
+/* The lock holder's pid and procno, waiting a little for it after a start. */
+static int
+holder_pid(int *procno, const DlockName *name)
+{
+	int			tries;
+
+	for (tries = 0;; tries++)
+	{
+		int			pid = dlock_shared->holder_pid;
+
+		pg_read_barrier();
+		if (pid != 0)
+		{
+			*procno = dlock_shared->holder_procno;
+			return pid;
+		}
+		if (dlock_shared->max_holds == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot acquire detached lock \"%s\": detached locks are turned off",
+							dlock_display_name(name)),
+					 errhint("Set \"dlock.max_detached_locks\" above 0 and restart the server.")));
+		if (tries >= 100)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot acquire detached lock \"%s\": the dlock lock holder process is not running",
+							dlock_display_name(name)),
+					 errhint("It starts with the server; the server log says why it did not.")));
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(100 * 1000L);
+	}
+}
+
+/* The error for a request answered with an error. */
+static void
+request_error(int sqlerrcode, const char *message, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(sqlerrcode),
+			 errmsg_internal("%s", message),
+			 detail && detail[0] ? errdetail_internal("%s", detail) : 0));
+}
+
+/* ---- dlock_acquire ---- */
+
+static void
+client_address(char *buf)
+{
+	/* as pg_stat_activity.client_addr shows it; NULL for a Unix socket */
+	buf[0] = '\0';
+	if (MyBEEntry == NULL)
+		return;
+	if (MyBEEntry->st_clientaddr.addr.ss_family != AF_INET &&
+		MyBEEntry->st_clientaddr.addr.ss_family != AF_INET6)
+		return;
+	if (pg_getnameinfo_all(&MyBEEntry->st_clientaddr.addr, MyBEEntry->st_clientaddr.salen,
+						   buf, DLOCK_CLIENT_MAX, NULL, 0, NI_NUMERICHOST) != 0)
+		buf[0] = '\0';
+}
+
+static void
+no_token_error(const DlockName *name, int64 token)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot acquire detached lock \"%s\": no fencing token can be given",
+					dlock_display_name(name)),
+			 dlock_no_token_detail(token)));
+}
+
+static void
+record_acquired(const DlockHold *h, int64 token, int holder)
+{
+	Acquired   *a = &acquired[n_acquired++];
+
+	a->dbid = h->dbid;
+	a->key = h->key;
+	a->token = token;
+	a->holder_pid = holder;
+	a->subid = GetCurrentSubTransactionId();
+}
+
+/* The caller gives up waiting: the waiter lets go of what it has or gets. */
+static void
+abandon(int index)
+{
+	DlockWaiter *w = dlock_waiter(index);
+
+	for (;;)
+	{
+		uint32		st = pg_atomic_read_u32(&w->state);
+
+		if (st == DLOCK_W_ENDED)
+		{
+			pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+			break;
+		}
+		if (st != DLOCK_W_STARTING && st != DLOCK_W_WAITING && st != DLOCK_W_GRANTED)
+			break;
+		if (pg_atomic_compare_exchange_u32(&w->state, &st, DLOCK_W_ABANDONED))
+		{
+			int			pid = w->worker_pid;
+
+			if (st == DLOCK_W_WAITING && pid != 0)
+				kill(pid, SIGINT);	/* out of the queue */
+			else if (st == DLOCK_W_GRANTED && pid != 0)
+				SetLatch(&GetPGProcByNumber(w->worker_procno)->procLatch);
+			break;
+		}
+	}
+}
+
+static void
+detached_exit(int code, Datum arg)
+{
+	if (waiting_index >= 0)
+		abandon(waiting_index);
+	waiting_index = -1;
+}
+
+/* A free waiter block, claimed; -1 if none. */
+static int
+claim_waiter(void)
+{
+	int			i;
+
+	for (i = 0; i < dlock_shared->nwaiters; i++)
+	{
+		DlockWaiter *w = dlock_waiter(i);
+		uint32		expected = DLOCK_W_FREE;
+
+		if (pg_atomic_read_u32(&w->state) == DLOCK_W_FREE &&
+			pg_atomic_compare_exchange_u32(&w->state, &expected, DLOCK_W_STARTING))
+			return i;
+	}
+	return -1;
+}
+
+static void
+no_worker_error(const DlockName *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+			 errmsg("cannot wait for detached lock \"%s\": no background worker slot is free",
+					dlock_display_name(name)),
+			 errdetail("A detached lock that has to wait is waited for and then held by a background worker of its own; all %d (max_worker_processes) are in use.",
+					   max_worker_processes),
+			 errhint("Raise max_worker_processes, or call dlock_acquire without a timeout and try again later.")));
+}
+
+/*
+ * Wait for the lock through a waiter process (holder.c).  Returns the token,
+ * or 0 when the timeout passed.
+ */
+static int64
+acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
+				int64 lease_us)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	DlockWaiter *w;
+	int			index;
+	uint64		ticket;
+	LOCKTAG		ticket_tag;
+	int			saved_lock_timeout = LockTimeout;
+	volatile bool check_client = false;
+	uint32		st;
+	int64		token = 0;
+
+	index = claim_waiter();
+	if (index < 0)
+		no_worker_error(name);
+	w = dlock_waiter(index);
+	ticket = pg_atomic_fetch_add_u64(&dlock_shared->ticket_next, 1);
+	w->ticket = ticket;
+	w->caller_pid = MyProcPid;
+	w->caller_procno = GetNumberFromPGProc(MyProc);
+	w->worker_pid = 0;
+	w->timeout_us = timeout_us;
+	w->deadlock_timeout_ms = DeadlockTimeout;
+	w->lease_us = lease_us;
+	w->claimed_at = GetCurrentTimestamp();
+	w->result = DLOCK_RES_ERROR;
+	w->sqlerrcode = 0;
+	w->message[0] = w->detail[0] = '\0';
+	dlock_hold_begin(&w->hold);
+	memcpy((char *) &w->hold + sizeof(pg_atomic_uint32),
+		   (const char *) tmpl + sizeof(pg_atomic_uint32),
+		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	w->hold.state = DLOCK_HOLD_FREE;
+	w->hold.token = 0;
+	dlock_hold_end(&w->hold);
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dlock");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dlock_waiter_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "dlock waiter for process %d", MyProcPid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "dlock waiter");
+	worker.bgw_main_arg = Int32GetDatum(index);
+	memcpy(worker.bgw_extra, &ticket, sizeof(ticket));
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	{
+		pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+		no_worker_error(name);
+	}
+
+	if (!exit_hook_set)
+	{
+		before_shmem_exit(detached_exit, (Datum) 0);
+		exit_hook_set = true;
+	}
+	waiting_index = index;
+	PG_TRY();
+	{
+		/* until the waiter holds the ticket and is in the queue */
+		while (pg_atomic_read_u32(&w->state) == DLOCK_W_STARTING)
+		{
+			pid_t		pid;
+
+			if (GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED &&
+				pg_atomic_read_u32(&w->state) == DLOCK_W_STARTING)
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+						 errmsg("cannot wait for detached lock \"%s\": its background worker did not start",
+								dlock_display_name(name)),
+						 errhint("The server log says why.")));
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 100L, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+
+		/*
+		 * Wait for the ticket: in the lock manager, so that a deadlock through
+		 * this session's own locks is found, and a cancel or statement_timeout
+		 * ends the wait.  The timeout is the waiter's, not lock_timeout.  A
+		 * client that goes away is noticed within a second.
+		 */
+		SET_LOCKTAG_ADVISORY(ticket_tag, tmpl->dbid, (uint32) (ticket >> 32),
+							 (uint32) ticket, 3);
+		LockTimeout = 0;
+		if (client_connection_check_interval == 0 && MyProcPort != NULL)
+		{
+			check_client = true;
+			client_connection_check_interval = 1000;
+			enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
+		}
+		(void) LockAcquire(&ticket_tag, ExclusiveLock, false, false);
+		LockRelease(&ticket_tag, ExclusiveLock, false);
+		if (check_client)
+		{
+			client_connection_check_interval = 0;
+			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
+		}
+		LockTimeout = saved_lock_timeout;
+
+		/* a waiter that died after letting go of the ticket: its last word */
+		while ((st = pg_atomic_read_u32(&w->state)) == DLOCK_W_WAITING)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 10L, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_CATCH();
+	{
+		LockTimeout = saved_lock_timeout;
+		if (check_client)
+		{
+			client_connection_check_interval = 0;
+			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
+		}
+		waiting_index = -1;
+		abandon(index);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	waiting_index = -1;
+
+	pg_read_barrier();
+	if (st == DLOCK_W_GRANTED && w->ticket == ticket)
+	{
+		token = w->hold.token;
+		record_acquired(&w->hold, token, w->worker_pid);
+		return token;
+	}
+	if (st != DLOCK_W_ENDED || w->ticket != ticket)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("the dlock waiter for lock \"%s\" ended without a result",
+						dlock_display_name(name))));
+
+	/* not granted: the block is ours to free, after reading why */
+	{
+		int			result = w->result;
+		int			sqlerrcode = w->sqlerrcode;
+		char		message[DLOCK_MSG_MAX];
+		char		detail[2 * DLOCK_MSG_MAX];
+
+		token = w->hold.token;
+		strlcpy(message, w->message, sizeof(message));
+		strlcpy(detail, w->detail, sizeof(detail));
+		pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+		if (result == DLOCK_RES_TIMEOUT)
+			return 0;
+		if (result == DLOCK_RES_NO_TOKEN)
+			no_token_error(name, token);
+		request_error(sqlerrcode, message, detail);
+	}
+	return 0;					/* not reached */
+}
+
+/* dlock_acquire(name, lease, timeout, shared) -> token, or NULL */
+Datum
+dlock_acquire(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		lease_us;
+	int64		timeout_us = 0;
+	bool		shared;
+	DlockRequest *r;
+	DlockHold  *h;
+	int			pid;
+	int			procno;
+	int64		token;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("a detached lock needs a lease"),
+				 errhint("Pass one, as in dlock_acquire('%s', '30s'); extend it with dlock_extend while the work goes on.",
+						 dlock_display_name(&name))));
+	lease_us = dlock_lease_arg(fcinfo, 1);
+	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease of a detached lock must be at most 1 day"),
+				 errhint("Take a shorter lease and extend it with dlock_extend while the work goes on.")));
+	if (PG_NARGS() > 2)
+	{
+		timeout_us = dlock_interval_arg(fcinfo, 2, "timeout");
+		if (timeout_us > (int64) INT_MAX * 1000)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("timeout is out of range"),
+					 errdetail("The longest timeout is %d milliseconds (about 24 days); NULL waits without a limit.",
+							   INT_MAX)));
+	}
+	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot acquire lock \"%s\" during recovery", dlock_display_name(&name)),
+				 errdetail("This server is a standby: detached locks are held on the primary only."),
+				 errhint("Take the lock on the primary.")));
+	dlock_backend_init();
+	pid = holder_pid(&procno, &name);
+	reserve_acquired();
+
+	r = my_request();
+	h = &r->hold;
+	r->op = DLOCK_OP_ACQUIRE;
+	r->lease_us = lease_us;
+	h->state = DLOCK_HOLD_FREE;
+	h->mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	h->namelen = name.len;
+	memcpy(h->name, name.utf8, name.len);
+	h->dbid = MyDatabaseId;
+	h->key = name.key;
+	h->role = GetUserId();
+	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
+	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
+	client_address(h->client);
+	h->token = 0;
+
+	send_request(r, pid, procno);
+	switch (r->result)
+	{
+		case DLOCK_RES_OK:
+			record_acquired(h, r->token, pid);
+			PG_RETURN_INT64(r->token);
+		case DLOCK_RES_BUSY:
+			if (timeout_us == 0)
+				PG_RETURN_NULL();
+			token = acquire_waiting(&name, h, timeout_us, lease_us);
+			if (token == 0)
+				PG_RETURN_NULL();
+			PG_RETURN_INT64(token);
+		case DLOCK_RES_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot acquire detached lock \"%s\": the lock holder holds dlock.max_detached_locks (%d) locks",
+							dlock_display_name(&name), dlock_shared->max_holds),
+					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks\" (a restart).")));
+			break;
+		case DLOCK_RES_NO_TOKEN:
+			no_token_error(&name, r->token);
+			break;
+		default:
+			request_error(r->sqlerrcode, r->message, NULL);
+	}
+	PG_RETURN_NULL();			/* not reached */
+}
+
+/* ---- dlock_extend, dlock_release ---- */
+
+/*
+ * Send an extend or release of (name, token) to the process that holds it.
+ * false if no process holds a detached lock with that token.
+ */
+static bool
+ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
+		   int64 lease_us)
+{
+	int			pid = 0;
+	int			procno = -1;
+	int			i;
+
+	r->op = op;
+	r->lease_us = lease_us;
+	r->hold.dbid = MyDatabaseId;
+	r->hold.key = name->key;
+	r->hold.token = token;
+	r->hold.role = GetUserId();
+	r->superuser = superuser();
+	r->holder_role[0] = '\0';
+	r->expires = 0;
+	/* a lock that had to wait is held by its waiter; the others by the holder */
+	for (i = 0; i < dlock_shared->nwaiters; i++)
+	{
+		DlockWaiter *w = dlock_waiter(i);
+
+		if (pg_atomic_read_u32(&w->state) == DLOCK_W_GRANTED &&
+			w->hold.token == token && w->worker_pid != 0)
+		{
+			pid = w->worker_pid;
+			procno = w->worker_procno;
+			break;
+		}
+	}
+	if (pid == 0)
+	{
+		pid = dlock_shared->holder_pid;
+		procno = dlock_shared->holder_procno;
+	}
+	if (pid == 0)
+	{
+		r->result = DLOCK_RES_NOT_HELD;
+		return false;
+	}
+	send_request(r, pid, procno);
+	return true;
+}
+
+static void
+check_token_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("token must not be null"),
+				 errhint("Pass the token dlock_acquire returned.")));
+}
+
+/* dlock_extend(name, token, lease) -> the new expiry */
+Datum
+dlock_extend(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		token;
+	int64		lease_us;
+	DlockRequest *r;
+	TimestampTz expired;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	check_token_arg(fcinfo, 1);
+	token = PG_GETARG_INT64(1);
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be null"),
+				 errhint("Pass the new lease, counted from now, as in dlock_extend('%s', %lld, '30s').",
+						 dlock_display_name(&name), (long long) token)));
+	lease_us = dlock_lease_arg(fcinfo, 2);
+	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease of a detached lock must be at most 1 day"),
+				 errhint("Extend it again before it runs out.")));
+	dlock_backend_init();
+	r = my_request();
+	(void) ask_holder(r, &name, token, DLOCK_OP_EXTEND, lease_us);
+	switch (r->result)
+	{
+		case DLOCK_RES_OK:
+			PG_RETURN_TIMESTAMPTZ(r->expires);
+		case DLOCK_RES_EXPIRED:
+			expired = r->expires;
+			break;
+		case DLOCK_RES_NOT_YOURS:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("cannot extend detached lock \"%s\": it was acquired by role \"%s\"",
+							dlock_display_name(&name), r->holder_role),
+					 errdetail("Only the role that acquired a detached lock, or a superuser, can extend or release it.")));
+			break;
+		case DLOCK_RES_NOT_HELD:
+			if (dlock_find_expiry(MyDatabaseId, name.key, token, &expired))
+				break;
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("detached lock \"%s\" is not held with token " INT64_FORMAT,
+							dlock_display_name(&name), token),
+					 errdetail("It was released, or its lease ran out, or the token is another lock's.")));
+			break;
+		default:
+			request_error(r->sqlerrcode, r->message, NULL);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("lease of lock \"%s\" has expired", dlock_display_name(&name)),
+			 errdetail("The lease expired at %s; the server released the lock.",
+					   timestamptz_to_str(expired)),
+			 errhint("Acquire it again; work done under token " INT64_FORMAT " may have to be checked.",
+					 token)));
+	PG_RETURN_NULL();			/* not reached */
+}
+
+/* dlock_release(name, token) -> released? */
+Datum
+dlock_release(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		token;
+	DlockRequest *r;
+	TimestampTz expired;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	check_token_arg(fcinfo, 1);
+	token = PG_GETARG_INT64(1);
+	dlock_require_preload("Detached locks are held by a background worker.");
+	dlock_backend_init();
+	r = my_request();
+	(void) ask_holder(r, &name, token, DLOCK_OP_RELEASE, 0);
+	switch (r->result)
+	{
+		case DLOCK_RES_OK:
+			PG_RETURN_BOOL(true);
+		case DLOCK_RES_EXPIRED:
+			ereport(WARNING,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("lease of lock \"%s\" has expired", dlock_display_name(&name)),
+					 errdetail("The lease expired at %s; the server released the lock.",
+							   timestamptz_to_str(r->expires))));
+			break;
+		case DLOCK_RES_NOT_YOURS:
+			ereport(WARNING,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("cannot release detached lock \"%s\": it was acquired by role \"%s\"",
+							dlock_display_name(&name), r->holder_role),
+					 errdetail("Only the role that acquired a detached lock, or a superuser, can extend or release it.")));
+			break;
+		case DLOCK_RES_NOT_HELD:
+			if (dlock_find_expiry(MyDatabaseId, name.key, token, &expired))
+				ereport(WARNING,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("lease of lock \"%s\" has expired", dlock_display_name(&name)),
+						 errdetail("The lease expired at %s; the server released the lock.",
+								   timestamptz_to_str(expired))));
+			else
+				ereport(WARNING,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("detached lock \"%s\" is not held with token " INT64_FORMAT,
+								dlock_display_name(&name), token)));
+			break;
+		default:
+			request_error(r->sqlerrcode, r->message, NULL);
+	}
+	PG_RETURN_BOOL(false);
+}

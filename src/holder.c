@@ -1,0 +1,784 @@
+/*
+ * holder.c: the processes that hold detached locks (README.md "Detached
+ * locks").
+ *
+ * A detached lock is a session-level advisory lock held in the lock manager
+ * by a dlock background process on behalf of the role that acquired it, so
+ * that pg_locks, the queue, pg_advisory_lock(dlock_key(name)) and the
+ * deadlock detector all see it.  Two kinds of process hold them:
+ *
+ *  - the lock holder, one static background worker on a primary.  It takes
+ *    locks only without waiting (LockAcquire with dontWait), on requests
+ *    from backends (detached.c), so it never waits for anything and never
+ *    appears as a waiter in the deadlock detector's graph.
+ *  - a waiter, one dynamic background worker per acquisition that had to
+ *    wait.  It takes a private "ticket" lock, then waits in the lock
+ *    manager's queue for the named lock, while the caller waits for the
+ *    ticket: the detector sees caller -> waiter -> holders of the lock, the
+ *    truth.  Once granted, the waiter keeps that one lock and nothing else
+ *    until it is released or its lease runs out, then exits.  A process that
+ *    holds one owner's lock never waits on behalf of another (DESIGN.md).
+ *
+ * Why not hand a waited lock over to the lock holder: the lock manager has
+ * no way to move a held lock between processes (a lock group's leader is
+ * fixed when the lock is first requested), so the process that waited is
+ * the one that holds.
+ *
+ * Each holding process also enforces the leases of what it holds: when a
+ * lease runs out it releases the lock itself (no session is ended) and logs
+ * it.  When such a process exits, the lock manager releases what it held;
+ * at a restart or crash every detached lock is gone.
+ *
+ * Invariant: a hold is recorded (DlockHold, HELD) exactly while its process
+ * has the lock in the lock manager, and a lock is kept only while the
+ * acquisition that asked for it is still wanted (a caller that gave up
+ * while waiting has the waiter release it).
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lock.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "dlock.h"
+
+/* ---- shared by both kinds ---- */
+
+static void
+hold_locktag(LOCKTAG *tag, const DlockHold *h)
+{
+	SET_LOCKTAG_ADVISORY(*tag, h->dbid, (uint32) ((uint64) h->key >> 32),
+						 (uint32) h->key, 1);
+}
+
+/* Remember a lease that ran out, so that dlock_extend can tell. */
+void
+dlock_note_expiry(const DlockHold *h)
+{
+	DlockShared *s = dlock_shared;
+	DlockExpired *x;
+
+	SpinLockAcquire(&s->expired_lock);
+	x = &s->expired[s->expired_next];
+	s->expired_next = (s->expired_next + 1) % DLOCK_EXPIRED_RING;
+	x->dbid = h->dbid;
+	x->key = h->key;
+	x->token = h->token;
+	x->expired = h->lease_expires;
+	SpinLockRelease(&s->expired_lock);
+}
+
+bool
+dlock_find_expiry(Oid dbid, int64 key, int64 token, TimestampTz *when)
+{
+	DlockShared *s = dlock_shared;
+	bool		found = false;
+	int			i;
+
+	SpinLockAcquire(&s->expired_lock);
+	for (i = 0; i < DLOCK_EXPIRED_RING; i++)
+	{
+		DlockExpired *x = &s->expired[i];
+
+		if (x->token == token && x->key == key && x->dbid == dbid)
+		{
+			*when = x->expired;
+			found = true;
+			break;
+		}
+	}
+	SpinLockRelease(&s->expired_lock);
+	return found;
+}
+
+static void
+log_expiry(const DlockHold *h, const char *who)
+{
+	ereport(LOG,
+			(errmsg("lease of detached lock \"%s\" expired, released it",
+					pnstrdup(h->name, h->namelen)),
+			 errdetail("The lease expired at %s; fencing token " INT64_FORMAT ", acquired by role \"%s\", held by the %s.",
+					   timestamptz_to_str(h->lease_expires), h->token, h->rolname, who)));
+}
+
+/* Answer a request and wake its sender. */
+static void
+reply(DlockRequest *r, int result)
+{
+	int			procno = r->caller_procno;
+
+	r->result = result;
+	pg_write_barrier();
+	pg_atomic_write_u32(&r->state, DLOCK_REQ_DONE);
+	SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+/*
+ * Checks common to extend, release and undo of hold h (held by this
+ * process): is it the hold named, may the caller act on it, is its lease
+ * still running?  DLOCK_RES_OK if the operation may go on.
+ */
+static int
+check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
+{
+	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
+		h->key != r->hold.key || h->dbid != r->hold.dbid)
+		return DLOCK_RES_NOT_HELD;
+	if (r->op != DLOCK_OP_UNDO && h->role != r->hold.role && !r->superuser)
+	{
+		strlcpy(r->holder_role, h->rolname, NAMEDATALEN);
+		return DLOCK_RES_NOT_YOURS;
+	}
+	if (r->op != DLOCK_OP_UNDO && h->lease_expires <= now)
+	{
+		r->expires = h->lease_expires;
+		return DLOCK_RES_EXPIRED;
+	}
+	return DLOCK_RES_OK;
+}
+
+/* ---- the lock holder ---- */
+
+typedef struct HeldToken
+{
+	int64		token;			/* hash key */
+	int			index;			/* in the shared holds */
+} HeldToken;
+
+typedef struct HeldKey
+{
+	Oid			dbid;			/* hash key: dbid and key */
+	int64		key;
+	int			nshared;
+	int			nexclusive;
+} HeldKey;
+
+typedef struct HeldKeyTag
+{
+	Oid			dbid;
+	int64		key;
+} HeldKeyTag;
+
+static HTAB *by_token;
+static HTAB *by_key;
+static int *free_holds;			/* a stack of unused hold indexes */
+static int	n_free_holds;
+static TimestampTz next_expiry = PG_INT64_MAX;
+
+static void
+holder_exit(int code, Datum arg)
+{
+	int			i;
+
+	/* the lock manager released our locks before this runs */
+	dlock_shared->holder_pid = 0;
+	for (i = 0; i < dlock_shared->max_holds; i++)
+	{
+		DlockHold  *h = dlock_hold(i);
+
+		if (h->state == DLOCK_HOLD_FREE)
+			continue;
+		dlock_hold_begin(h);
+		h->state = DLOCK_HOLD_FREE;
+		dlock_hold_end(h);
+	}
+}
+
+static HeldKey *
+held_key(const DlockHold *h, HASHACTION action)
+{
+	HeldKeyTag	tag;
+	bool		found;
+	HeldKey    *k;
+
+	memset(&tag, 0, sizeof(tag));
+	tag.dbid = h->dbid;
+	tag.key = h->key;
+	k = hash_search(by_key, &tag, action, &found);
+	if (action == HASH_ENTER && !found)
+		k->nshared = k->nexclusive = 0;
+	return k;
+}
+
+/* Release hold i: the lock, its record, its index entries. */
+static void
+holder_release(int i)
+{
+	DlockHold  *h = dlock_hold(i);
+	LOCKTAG		tag;
+	HeldKey    *k;
+
+	hold_locktag(&tag, h);
+	if (!LockRelease(&tag, DlockLockMode(h->mode), true))
+		elog(WARNING, "dlock lock holder did not hold the lock of \"%s\"",
+			 pnstrdup(h->name, h->namelen));
+	k = held_key(h, HASH_FIND);
+	if (k != NULL)
+	{
+		if (h->mode == DLOCK_SHARED)
+			k->nshared--;
+		else
+			k->nexclusive--;
+		if (k->nshared <= 0 && k->nexclusive <= 0)
+			hash_search(by_key, k, HASH_REMOVE, NULL);
+	}
+	hash_search(by_token, &h->token, HASH_REMOVE, NULL);
+	dlock_hold_begin(h);
+	h->state = DLOCK_HOLD_FREE;
+	dlock_hold_end(h);
+	free_holds[n_free_holds++] = i;
+}
+
+/*
+ * Would a new shared hold of a lock this process already holds in shared
+ * mode jump the queue?  The lock manager grants a re-entrant request at
+ * once; a new one from another session would queue behind a waiter whose
+ * mode conflicts, and so must this.
+ */
+static bool
+queue_has_conflict(LOCALLOCK *locallock, LOCKMODE lockmode)
+{
+	LWLock	   *partition = LockHashPartitionLock(locallock->hashcode);
+	LockMethod	method = GetLocksMethodTable(locallock->lock);
+	bool		conflict;
+
+	LWLockAcquire(partition, LW_SHARED);
+	conflict = (method->conflictTab[lockmode] & locallock->lock->waitMask) != 0;
+	LWLockRelease(partition);
+	return conflict;
+}
+
+static void
+holder_acquire(DlockRequest *r)
+{
+	DlockHold  *req = &r->hold;
+	LOCKMODE	lockmode = DlockLockMode(req->mode);
+	LOCKTAG		tag;
+	LOCALLOCK  *locallock = NULL;
+	LockAcquireResult res;
+	HeldKey    *k;
+	int64		token;
+	DlockHold  *h;
+	int			i;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (n_free_holds == 0)
+	{
+		reply(r, DLOCK_RES_FULL);
+		return;
+	}
+	/* our own holds, for other owners, conflict as another session's would */
+	k = held_key(req, HASH_FIND);
+	if (k != NULL && (req->mode == DLOCK_EXCLUSIVE || k->nexclusive > 0))
+	{
+		reply(r, DLOCK_RES_BUSY);
+		return;
+	}
+
+	hold_locktag(&tag, req);
+	PG_TRY();
+	{
+		res = dlock_lock_acquire_ext(&tag, lockmode, true, true, true, &locallock);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		r->sqlerrcode = edata->sqlerrcode;
+		strlcpy(r->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
+		FreeErrorData(edata);
+		reply(r, DLOCK_RES_ERROR);
+		return;
+	}
+	PG_END_TRY();
+
+	if (res == LOCKACQUIRE_NOT_AVAIL)
+	{
+		reply(r, DLOCK_RES_BUSY);
+		return;
+	}
+	if (res != LOCKACQUIRE_OK && queue_has_conflict(locallock, lockmode))
+	{
+		LockRelease(&tag, lockmode, true);
+		reply(r, DLOCK_RES_BUSY);
+		return;
+	}
+	token = dlock_next_token();
+	if (token <= 0)
+	{
+		LockRelease(&tag, lockmode, true);
+		r->token = token;
+		reply(r, DLOCK_RES_NO_TOKEN);
+		return;
+	}
+
+	/* nothing below can fail: the tables were sized for max_holds */
+	i = free_holds[--n_free_holds];
+	h = dlock_hold(i);
+	dlock_hold_begin(h);
+	h->mode = req->mode;
+	h->namelen = req->namelen;
+	h->dbid = req->dbid;
+	h->role = req->role;
+	h->key = req->key;
+	h->token = token;
+	h->since = GetCurrentTimestamp();
+	h->lease_expires = h->since + r->lease_us;
+	memcpy(h->name, req->name, req->namelen);
+	memcpy(h->rolname, req->rolname, NAMEDATALEN);
+	memcpy(h->appname, req->appname, NAMEDATALEN);
+	memcpy(h->client, req->client, DLOCK_CLIENT_MAX);
+	h->state = DLOCK_HOLD_HELD;
+	dlock_hold_end(h);
+	((HeldToken *) hash_search(by_token, &token, HASH_ENTER, NULL))->index = i;
+	k = held_key(h, HASH_ENTER);
+	if (h->mode == DLOCK_SHARED)
+		k->nshared++;
+	else
+		k->nexclusive++;
+	next_expiry = Min(next_expiry, h->lease_expires);
+
+	r->token = token;
+	r->expires = h->lease_expires;
+	reply(r, DLOCK_RES_OK);
+}
+
+static void
+holder_extend_release(DlockRequest *r)
+{
+	HeldToken  *t = hash_search(by_token, &r->hold.token, HASH_FIND, NULL);
+	TimestampTz now = GetCurrentTimestamp();
+	DlockHold  *h;
+	int			res;
+
+	if (t == NULL)
+	{
+		reply(r, DLOCK_RES_NOT_HELD);
+		return;
+	}
+	h = dlock_hold(t->index);
+	res = check_hold(r, h, now);
+	if (res == DLOCK_RES_EXPIRED)
+	{
+		/* ran out before we got round to it: released as an expiry */
+		log_expiry(h, "lock holder");
+		dlock_note_expiry(h);
+		holder_release(t->index);
+	}
+	else if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
+	{
+		dlock_hold_begin(h);
+		h->lease_expires = now + r->lease_us;
+		dlock_hold_end(h);
+		r->expires = h->lease_expires;
+		/* a shorter lease than before: the next expiry may be this one */
+		next_expiry = Min(next_expiry, h->lease_expires);
+	}
+	else if (res == DLOCK_RES_OK)
+		holder_release(t->index);
+	reply(r, res);
+}
+
+/* Release every hold whose lease has run out; plan the next wake-up. */
+static void
+holder_expire(TimestampTz now)
+{
+	int			i;
+
+	next_expiry = PG_INT64_MAX;
+	for (i = 0; i < dlock_shared->max_holds; i++)
+	{
+		DlockHold  *h = dlock_hold(i);
+
+		if (h->state != DLOCK_HOLD_HELD)
+			continue;
+		if (h->lease_expires > now)
+		{
+			next_expiry = Min(next_expiry, h->lease_expires);
+			continue;
+		}
+		log_expiry(h, "lock holder");
+		dlock_note_expiry(h);
+		holder_release(i);
+	}
+}
+
+/* Serve the requests addressed to this process; true if there were any. */
+static bool
+serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockRequest *))
+{
+	bool		any = false;
+	int			i;
+
+	for (i = 0; i < dlock_shared->nslots; i++)
+	{
+		DlockRequest *r = dlock_request(i);
+
+		if (pg_atomic_read_u32(&r->state) != DLOCK_REQ_PENDING ||
+			r->target_pid != MyProcPid)
+			continue;
+		pg_read_barrier();
+		any = true;
+		if (r->op == DLOCK_OP_ACQUIRE && acquire != NULL)
+			acquire(r);
+		else if (r->op == DLOCK_OP_ACQUIRE)
+			reply(r, DLOCK_RES_BUSY);
+		else
+			other(r);
+	}
+	return any;
+}
+
+static void
+worker_signals(void)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	/* a cancel must never make a holder drop what it holds */
+	pqsignal(SIGINT, SIG_IGN);
+	BackgroundWorkerUnblockSignals();
+	/* a connection to no database: only so that pg_stat_activity shows it */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+}
+
+static void
+wait_for_work(TimestampTz until)
+{
+	long		sleep_ms = 60 * 1000L;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (until != PG_INT64_MAX)
+		sleep_ms = until <= now ? 0 : Min(sleep_ms, (long) ((until - now + 999) / 1000));
+	if (sleep_ms > 0)
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+}
+
+void
+dlock_holder_main(Datum arg)
+{
+	HASHCTL		ctl;
+	int			max = dlock_shared->max_holds;
+	int			i;
+
+	worker_signals();
+	pgstat_report_appname("dlock lock holder");
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = sizeof(int64);
+	ctl.entrysize = sizeof(HeldToken);
+	by_token = hash_create("dlock holds by token", max, &ctl, HASH_ELEM | HASH_BLOBS);
+	ctl.keysize = sizeof(HeldKeyTag);
+	ctl.entrysize = sizeof(HeldKey);
+	by_key = hash_create("dlock holds by key", max, &ctl, HASH_ELEM | HASH_BLOBS);
+	free_holds = MemoryContextAlloc(TopMemoryContext, sizeof(int) * max);
+	/* a previous holder's holds went with it */
+	for (i = max - 1; i >= 0; i--)
+	{
+		DlockHold  *h = dlock_hold(i);
+
+		if (h->state != DLOCK_HOLD_FREE)
+		{
+			dlock_hold_begin(h);
+			h->state = DLOCK_HOLD_FREE;
+			dlock_hold_end(h);
+		}
+		free_holds[n_free_holds++] = i;
+	}
+	on_shmem_exit(holder_exit, (Datum) 0);
+	dlock_shared->holder_procno = GetNumberFromPGProc(MyProc);
+	pg_write_barrier();
+	dlock_shared->holder_pid = MyProcPid;
+
+	for (;;)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		serve_requests(holder_acquire, holder_extend_release);
+		if (next_expiry != PG_INT64_MAX && next_expiry <= GetCurrentTimestamp())
+			holder_expire(GetCurrentTimestamp());
+		wait_for_work(next_expiry);
+	}
+}
+
+/* ---- a waiter ---- */
+
+static DlockWaiter *my_waiter = NULL;
+static bool waiter_owns_block = false;	/* free it when this process exits */
+
+static void
+waiter_exit(int code, Datum arg)
+{
+	DlockWaiter *w = my_waiter;
+
+	if (w == NULL)
+		return;
+	/* the lock manager released our locks before this runs */
+	if (w->hold.state != DLOCK_HOLD_FREE)
+	{
+		dlock_hold_begin(&w->hold);
+		w->hold.state = DLOCK_HOLD_FREE;
+		dlock_hold_end(&w->hold);
+	}
+	w->worker_pid = 0;
+	if (waiter_owns_block)
+	{
+		pg_write_barrier();
+		pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+		return;
+	}
+	/*
+	 * Gone before a result (terminated, shut down, an error): tell the
+	 * caller, who frees the block; or free it if the caller gave up.
+	 */
+	for (;;)
+	{
+		uint32		st = pg_atomic_read_u32(&w->state);
+
+		if (st == DLOCK_W_ABANDONED)
+		{
+			pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+			break;
+		}
+		if (st != DLOCK_W_STARTING && st != DLOCK_W_WAITING)
+			break;
+		w->result = DLOCK_RES_ERROR;
+		w->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
+		strlcpy(w->message, "the dlock waiter process exited while waiting", DLOCK_MSG_MAX);
+		w->detail[0] = '\0';
+		pg_write_barrier();
+		if (pg_atomic_compare_exchange_u32(&w->state, &st, DLOCK_W_ENDED))
+		{
+			SetLatch(&GetPGProcByNumber(w->caller_procno)->procLatch);
+			break;
+		}
+	}
+}
+
+/* Leave: the caller gave up, or the lock ended. */
+static void
+waiter_leave(void)
+{
+	waiter_owns_block = true;
+	proc_exit(0);
+}
+
+/* Wait in the queue; the result, as for the caller (DLOCK_RES_*). */
+static int
+waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
+{
+	volatile int result = DLOCK_RES_OK;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	if (w->timeout_us > 0)
+		LockTimeout = (int) Min((w->timeout_us + 999) / 1000, (int64) INT_MAX);
+	else
+		LockTimeout = 0;
+	DeadlockTimeout = w->deadlock_timeout_ms;
+	PG_TRY();
+	{
+		(void) LockAcquire(tag, lockmode, true, false);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		QueryCancelPending = false;
+		/* a grant that raced the timeout is kept (LockErrorCleanup) */
+		if (dlock_lock_held_by_me(tag, lockmode))
+			result = DLOCK_RES_OK;
+		else if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE && w->timeout_us > 0)
+			result = DLOCK_RES_TIMEOUT;
+		else
+		{
+			result = DLOCK_RES_ERROR;
+			w->sqlerrcode = edata->sqlerrcode;
+			strlcpy(w->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
+			strlcpy(w->detail, edata->detail ? edata->detail : "", sizeof(w->detail));
+		}
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	LockTimeout = 0;
+	return result;
+}
+
+static void
+waiter_extend_release(DlockRequest *r)
+{
+	DlockHold  *h = &my_waiter->hold;
+	TimestampTz now = GetCurrentTimestamp();
+	int			res = check_hold(r, h, now);
+
+	if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
+	{
+		dlock_hold_begin(h);
+		h->lease_expires = now + r->lease_us;
+		dlock_hold_end(h);
+		r->expires = h->lease_expires;
+		reply(r, res);
+		return;
+	}
+	if (res == DLOCK_RES_EXPIRED)
+	{
+		log_expiry(h, "waiter process");
+		dlock_note_expiry(h);
+	}
+	if (res == DLOCK_RES_OK || res == DLOCK_RES_EXPIRED)
+	{
+		LOCKTAG		tag;
+
+		/* release before answering: the caller may take it again at once */
+		hold_locktag(&tag, h);
+		LockRelease(&tag, DlockLockMode(h->mode), true);
+		dlock_hold_begin(h);
+		h->state = DLOCK_HOLD_FREE;
+		dlock_hold_end(h);
+	}
+	reply(r, res);
+	if (h->state == DLOCK_HOLD_FREE)
+		waiter_leave();
+}
+
+void
+dlock_waiter_main(Datum arg)
+{
+	int			index = DatumGetInt32(arg);
+	uint64		ticket;
+	DlockWaiter *w = dlock_waiter(index);
+	LOCKTAG		ticket_tag;
+	LOCKTAG		tag;
+	LOCKMODE	lockmode;
+	uint32		expected;
+	int			result;
+	int64		token = 0;
+
+	memcpy(&ticket, MyBgworkerEntry->bgw_extra, sizeof(ticket));
+	/* not ours (a caller that gave up before we started, and reused it) */
+	if (w->ticket != ticket || pg_atomic_read_u32(&w->state) != DLOCK_W_STARTING)
+		proc_exit(0);
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGINT, StatementCancelHandler);	/* the caller gave up */
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("dlock waiter");
+
+	my_waiter = w;
+	on_shmem_exit(waiter_exit, (Datum) 0);
+	w->worker_procno = GetNumberFromPGProc(MyProc);
+	w->worker_pid = MyProcPid;
+
+	/* the ticket the caller waits for: ours alone, so granted at once */
+	SET_LOCKTAG_ADVISORY(ticket_tag, w->hold.dbid, (uint32) (ticket >> 32),
+						 (uint32) ticket, 3);
+	if (LockAcquire(&ticket_tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+		elog(ERROR, "dlock waiter could not take its ticket " UINT64_FORMAT, ticket);
+
+	hold_locktag(&tag, &w->hold);
+	lockmode = DlockLockMode(w->hold.mode);
+	dlock_hold_begin(&w->hold);
+	w->hold.since = GetCurrentTimestamp();
+	w->hold.state = DLOCK_HOLD_WAITING;
+	dlock_hold_end(&w->hold);
+	expected = DLOCK_W_STARTING;
+	if (!pg_atomic_compare_exchange_u32(&w->state, &expected, DLOCK_W_WAITING))
+		waiter_leave();			/* abandoned before we began */
+	SetLatch(&GetPGProcByNumber(w->caller_procno)->procLatch);
+
+	result = waiter_wait(w, &tag, lockmode);
+	if (result == DLOCK_RES_OK)
+	{
+		token = dlock_next_token();
+		if (token <= 0)
+		{
+			LockRelease(&tag, lockmode, true);
+			result = DLOCK_RES_NO_TOKEN;
+		}
+	}
+
+	dlock_hold_begin(&w->hold);
+	if (result == DLOCK_RES_OK)
+	{
+		w->hold.token = token;
+		w->hold.since = GetCurrentTimestamp();
+		w->hold.lease_expires = w->hold.since + w->lease_us;
+		w->hold.state = DLOCK_HOLD_HELD;
+	}
+	else
+		w->hold.state = DLOCK_HOLD_FREE;
+	dlock_hold_end(&w->hold);
+	w->result = result;
+	if (result == DLOCK_RES_NO_TOKEN)
+		w->hold.token = token;
+	pg_write_barrier();
+	/* from a grant on, the block is ours to free (the caller abandons it) */
+	waiter_owns_block = (result == DLOCK_RES_OK);
+	expected = DLOCK_W_WAITING;
+	if (!pg_atomic_compare_exchange_u32(&w->state, &expected,
+										result == DLOCK_RES_OK ? DLOCK_W_GRANTED : DLOCK_W_ENDED))
+		waiter_leave();			/* abandoned: what we got goes with us */
+
+	if (result != DLOCK_RES_OK)
+	{
+		/* the caller frees the block: touch it no more */
+		my_waiter = NULL;
+		LockRelease(&ticket_tag, ExclusiveLock, true);
+		proc_exit(0);
+	}
+	/* the caller wakes up and reads the token */
+	LockRelease(&ticket_tag, ExclusiveLock, true);
+
+	/* hold it, now immune to cancels, until released or expired */
+	pqsignal(SIGINT, SIG_IGN);
+	QueryCancelPending = false;
+	for (;;)
+	{
+		TimestampTz now;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		/* the caller gave up after all (its transaction aborted) */
+		if (pg_atomic_read_u32(&w->state) == DLOCK_W_ABANDONED)
+			waiter_leave();
+		serve_requests(NULL, waiter_extend_release);
+		now = GetCurrentTimestamp();
+		if (w->hold.lease_expires <= now)
+		{
+			log_expiry(&w->hold, "waiter process");
+			dlock_note_expiry(&w->hold);
+			waiter_leave();
+		}
+		wait_for_work(w->hold.lease_expires);
+	}
+}

@@ -1,0 +1,164 @@
+# Detached locks across restarts and process deaths: a clean restart and a
+# crash restart leave none (and no waiter process), tokens go on above every
+# one handed out before; a lock holder or waiter that is terminated takes its
+# locks with it and the lock holder comes back; a standby refuses
+# dlock_acquire.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DlockTest;
+
+my $node = dlock_primary('detached', conf => ['max_worker_processes = 16']);
+
+sub count_of
+{
+	my ($sql) = @_;
+	return $node->safe_psql('postgres', "SELECT count(*) FROM ($sql) x");
+}
+
+sub detached_count
+{
+	return count_of("SELECT 1 FROM dlock_locks WHERE scope = 'detached'");
+}
+
+sub processes
+{
+	my ($type) = @_;
+	return count_of("SELECT 1 FROM pg_stat_activity WHERE backend_type = '$type'");
+}
+
+sub holder_ready
+{
+	return $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'");
+}
+
+# some held by the lock holder, one by a waiter (it had to wait for a session)
+sub take_some
+{
+	my ($tag) = @_;
+	my @tokens;
+	for my $i (1 .. 3)
+	{
+		push @tokens, $node->safe_psql('postgres', "SELECT dlock_acquire('$tag-$i', '1 hour')");
+	}
+	my $bg = $node->background_psql('postgres');
+	$bg->query_safe("SELECT dlock_try('$tag-waited')");
+	my $waiter = $node->background_psql('postgres');
+	$waiter->query_until(qr/started/,
+		"\\echo started\nSELECT dlock_acquire('$tag-waited', '1 hour', timeout => '1 min');\n");
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_names() WHERE name = '$tag-waited' AND waiting = 'detached'")
+	  or die 'the waiter did not queue';
+	$bg->query_safe("SELECT dlock_unlock('$tag-waited')");
+	$bg->quit;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_locks WHERE name = '$tag-waited' AND scope = 'detached' AND granted")
+	  or die 'the waited lock was not granted';
+	push @tokens, $node->safe_psql('postgres',
+		"SELECT token FROM dlock_locks WHERE name = '$tag-waited' AND scope = 'detached'");
+	$waiter->quit;
+	is(detached_count(), '4', "$tag: four detached locks held, the connections gone");
+	is(processes('dlock waiter'), '1', "$tag: one held by a waiter process");
+	return (sort { $a <=> $b } @tokens)[-1];
+}
+
+ok(holder_ready(), 'the lock holder runs');
+
+# a clean restart
+my $max = take_some('clean');
+$node->restart;
+ok(holder_ready(), 'the lock holder runs again after a restart');
+is(detached_count(), '0', 'no detached lock after a restart');
+is(count_of("SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"), '0', 'nothing in pg_locks');
+is(processes('dlock waiter'), '0', 'no waiter process');
+my $t = $node->safe_psql('postgres', "SELECT dlock_acquire('clean-1', '1 hour')");
+cmp_ok($t, '>', $max, 'the first token after the restart is above every earlier one');
+$node->safe_psql('postgres', "SELECT dlock_release('clean-1', $t)");
+
+# a crash restart
+$max = take_some('crash');
+my $victim = $node->background_psql('postgres');
+crash_via($node, $victim);
+ok(holder_ready(), 'the lock holder runs again after a crash');
+is(detached_count(), '0', 'no detached lock after a crash');
+is(processes('dlock waiter'), '0', 'no waiter process after a crash');
+$t = $node->safe_psql('postgres', "SELECT dlock_acquire('crash-1', '1 hour')");
+cmp_ok($t, '>', $max, 'the first token after the crash is above every earlier one');
+
+# the lock holder terminated: its locks go with it, and it comes back
+my $holder = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($holder)");
+ok( $node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'dlock lock holder' AND pid <> $holder"),
+	'a new lock holder starts');
+is(detached_count(), '0', "the terminated holder's locks are gone");
+is($node->safe_psql('postgres', "SELECT pg_try_advisory_lock(dlock_key('crash-1'))"),
+	't', 'and free in the lock manager');
+my $t2 = $node->safe_psql('postgres', "SELECT dlock_acquire('crash-2', '1 hour')");
+cmp_ok($t2, '>', $t, 'the new holder hands out larger tokens');
+my ($rc, $out, $err) = $node->psql('postgres', "SELECT dlock_release('crash-1', $t)");
+like($err, qr/not held with token/, 'a lock of the old holder is not held any more');
+
+# a waiter terminated while it holds: that lock goes, the rest stays
+$node->safe_psql('postgres', "SELECT dlock_try('hold-w')");
+my $bg = $node->background_psql('postgres');
+$bg->query_safe("SELECT dlock_try('w-term')");
+my $w = $node->background_psql('postgres');
+$w->query_until(qr/started/,
+	"\\echo started\nSELECT dlock_acquire('w-term', '1 hour', timeout => '1 min');\n");
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM dlock_names() WHERE name = 'w-term' AND waiting = 'detached'")
+  or die 'the waiter did not queue';
+$bg->query_safe("SELECT dlock_unlock('w-term')");
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM dlock_locks WHERE name = 'w-term' AND scope = 'detached' AND granted")
+  or die 'not granted';
+$w->quit;
+my $wpid = $node->safe_psql('postgres',
+	"SELECT pid FROM dlock_locks WHERE name = 'w-term' AND scope = 'detached'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM dlock_locks WHERE name = 'w-term'"),
+	"a terminated waiter's lock is released");
+is(detached_count(), '1', "the lock holder's lock is still there");
+is($bg->query_safe("SELECT dlock_try('w-term')"), 't', 'the name is free');
+$bg->quit;
+
+# a waiter terminated while it waits: the caller gets an error, nothing stays
+$bg = $node->background_psql('postgres');
+$bg->query_safe("SELECT dlock_try('w-wait')");
+$w = $node->background_psql('postgres', on_error_stop => 0);
+$w->query_until(qr/started/,
+	"\\echo started\nSELECT dlock_acquire('w-wait', '1 hour', timeout => '1 min');\n\\echo done\n");
+$node->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM dlock_names() WHERE name = 'w-wait' AND waiting = 'detached'")
+  or die 'the waiter did not queue';
+$wpid = $node->safe_psql('postgres',
+	"SELECT pid FROM dlock_names() WHERE name = 'w-wait' AND waiting = 'detached'");
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'dlock waiter'"),
+	'the waiter is gone');
+$w->query_until(qr/done/, "");
+like($w->{stderr}, qr/dlock waiter process exited while waiting/, 'the caller is told');
+$w->quit;
+is(count_of("SELECT 1 FROM dlock_locks WHERE name = 'w-wait' AND scope = 'detached'"),
+	'0', 'nothing left of the wait');
+$bg->quit;
+
+# a standby refuses it
+my $standby = dlock_standby($node, 'detached_standby');
+like(sqlstate_error($standby, "SELECT dlock_acquire('s', '1 min')"),
+	qr/25006/, 'dlock_acquire on a standby: 25006');
+is($standby->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'"),
+	'0', 'no lock holder on a standby');
+
+$standby->stop;
+$node->stop;
+done_testing();

@@ -164,6 +164,11 @@ SELECT dlock_acquire('r3', '30 s') IS NOT NULL AS kept_too;
 RELEASE sp2;
 COMMIT;
 SELECT name FROM dlock_locks WHERE name IN ('r', 'r2', 'r3') ORDER BY name;
+-- a prepared transaction could be rolled back later, by anyone: refused
+BEGIN;
+SELECT dlock_acquire('p', '30 s') IS NOT NULL AS acquired;
+PREPARE TRANSACTION 'dlock_detached';
+SELECT count(*) AS after_prepare_refused FROM detached('p');
 SELECT dlock_release(name, token) FROM dlock_locks WHERE name IN ('r', 'r3') ORDER BY name;
 
 -- when the lease runs out the server releases the lock; extend says so

@@ -178,6 +178,21 @@ undo_acquired(int i)
 	acquired[i] = acquired[--n_acquired];
 }
 
+/*
+ * A prepared transaction can still be rolled back, by anyone, later: an
+ * acquisition in it would have to be undone then, with nobody to do it.
+ */
+void
+dlock_detached_refuse_prepare(void)
+{
+	if (n_acquired > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that acquired a detached lock"),
+				 errdetail("A detached lock is undone if the transaction that acquired it rolls back, which a prepared transaction cannot arrange."),
+				 errhint("Acquire it in a transaction of its own.")));
+}
+
 void
 dlock_detached_xact_end(bool commit)
 {

@@ -431,6 +431,7 @@ extern PGDLLEXPORT void dlock_reaper_main(Datum arg);
 extern void dlock_hold_begin(DlockHold *h);
 extern void dlock_hold_end(DlockHold *h);
 extern void dlock_read_hold(DlockHold *src, DlockHold *copy);
+extern void dlock_detached_refuse_prepare(void);
 extern void dlock_detached_xact_end(bool commit);
 extern void dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
 									   SubTransactionId parentSubid);

@@ -98,6 +98,7 @@ xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			dlock_refuse_commit_after_expiry();
+			dlock_detached_refuse_prepare();
 			for (i = 0; i < n_xact_holds; i++)
 				if (dlock_entry_at(xact_holds[i].ref)->lease_expires != 0)
 					ereport(ERROR,

@@ -43,7 +43,7 @@ apt_mirror() {
 # Packages every major needs (host and chroots alike).
 major_deps() {
 	echo "postgresql-$1 postgresql-server-dev-$1 postgresql-client-$1 make gcc libc6-dev" \
-		"python3 python3-psycopg2 pgbouncer perl libipc-run-perl"
+		"python3 python3-psycopg2 python3-psycopg pgbouncer perl libipc-run-perl"
 }
 
 chroot_mounts() {

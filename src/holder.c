@@ -261,6 +261,38 @@ queue_has_conflict(LOCALLOCK *locallock, LOCKMODE lockmode)
 	return conflict;
 }
 
+/*
+ * LockAcquire without waiting; an error (a full lock table) is answered to
+ * the caller, and false returned.
+ */
+static bool
+take_without_waiting(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode,
+					 LOCALLOCK **locallock, LockAcquireResult *res)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile bool ok = true;
+
+	PG_TRY();
+	{
+		*res = dlock_lock_acquire_ext(tag, lockmode, true, true, true, locallock);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		r->sqlerrcode = edata->sqlerrcode;
+		strlcpy(r->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
+		FreeErrorData(edata);
+		reply(r, DLOCK_RES_ERROR);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
 static void
 holder_acquire(DlockRequest *r)
 {
@@ -273,7 +305,6 @@ holder_acquire(DlockRequest *r)
 	int64		token;
 	DlockHold  *h;
 	int			i;
-	MemoryContext cxt = CurrentMemoryContext;
 
 	if (n_free_holds == 0)
 	{
@@ -289,24 +320,8 @@ holder_acquire(DlockRequest *r)
 	}
 
 	hold_locktag(&tag, req);
-	PG_TRY();
-	{
-		res = dlock_lock_acquire_ext(&tag, lockmode, true, true, true, &locallock);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		r->sqlerrcode = edata->sqlerrcode;
-		strlcpy(r->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
-		FreeErrorData(edata);
-		reply(r, DLOCK_RES_ERROR);
+	if (!take_without_waiting(r, &tag, lockmode, &locallock, &res))
 		return;
-	}
-	PG_END_TRY();
 
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{

@@ -495,6 +495,105 @@ def t_cross_db():
     c.close()
 
 
+# ---- detached locks -------------------------------------------------------
+
+def detached_waiter_queued(obs, name):
+    """True once a dlock waiter process is queued for name."""
+    return wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_names() WHERE name = %s AND waiting = 'detached'",
+                                (name,)) == 1)
+
+
+def detached_rows(obs, name):
+    return q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND scope = 'detached'", (name,))
+
+
+def no_waiter_processes(obs):
+    return wait_until(lambda: q(obs, "SELECT count(*) FROM pg_stat_activity "
+                                     "WHERE backend_type = 'dlock waiter'") == 0)
+
+
+@check("detached: a waiting dlock_acquire is served in queue order, before a later waiter and after an earlier one")
+def t_detached_queue_order():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('dq')")
+    early = Waiter("SELECT dlock_lock('dq', '30s')")
+    early.start_and_wait_blocked(obs)
+    det = Waiter("SELECT dlock_acquire('dq', '30s', timeout => '30s')")
+    det.start()
+    expect(detached_waiter_queued(obs, "dq"), "the detached waiter never queued")
+    late = Waiter("SELECT dlock_lock('dq', '30s')")
+    late.start_and_wait_blocked(obs)
+    q(a, "SELECT dlock_unlock('dq')")                      # to the earlier session waiter
+    early.join(10)
+    expect(early.result is True, "earlier waiter got %r / %r" % (early.result, early.error))
+    time.sleep(0.3)
+    expect(det.is_alive() and late.is_alive(), "the detached and the later waiter both still wait")
+    q(early.conn, "SELECT dlock_unlock('dq')")             # to the detached waiter, not the later one
+    det.join(10)
+    expect(isinstance(det.result, int) and det.result > 0, "detached waiter got %r / %r" % (det.result, det.error))
+    time.sleep(0.3)
+    expect(late.is_alive(), "the later waiter jumped the detached holder")
+    expect(q(obs, "SELECT dlock_release('dq', %s)", (det.result,)) is True, "release from another session")
+    late.join(10)
+    expect(late.result is True, "later waiter got %r / %r" % (late.result, late.error))
+    q(late.conn, "SELECT dlock_unlock('dq')")
+    expect(no_waiter_processes(obs), "a waiter process is left")
+    close_all(a, obs, early.conn, det.conn, late.conn)
+
+
+@check("detached: a client that disconnects while waiting leaves nothing behind")
+def t_detached_client_gone():
+    import subprocess
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('dgone')")
+    script = ("import psycopg2; c = psycopg2.connect(host=%r, port=%d, user='postgres', dbname='postgres', "
+              "application_name='dlock-fault-gone'); c.autocommit = True; "
+              "c.cursor().execute(\"SELECT dlock_acquire('dgone', '1 hour', timeout => '1 hour')\")"
+              % ("/tmp/dlock-%d" % ARGS.port, ARGS.port))
+    child = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        expect(detached_waiter_queued(obs, "dgone"), "the detached waiter never queued")
+        os.kill(child.pid, signal.SIGKILL)                # the client's socket closes
+    finally:
+        child.wait()
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_stat_activity "
+                                     "WHERE application_name = 'dlock-fault-gone'") == 0, timeout=10),
+           "the backend of the vanished client is still there")
+    expect(no_waiter_processes(obs), "a waiter process is left")
+    expect(q(obs, "SELECT count(*) FROM dlock_names() WHERE name = 'dgone' AND waiting IS NOT NULL") == 0,
+           "a wait is left")
+    q(a, "SELECT dlock_unlock('dgone')")
+    time.sleep(0.3)
+    expect(detached_rows(obs, "dgone") == 0, "the lock went to the vanished client")
+    expect(q(obs, "SELECT pg_try_advisory_lock(dlock_key('dgone'))") is True, "the name is not free")
+    q(obs, "SELECT pg_advisory_unlock(dlock_key('dgone'))")
+    close_all(a, obs)
+
+
+@check("detached: granted and cancelled in one instant (caller stopped): an error, and no lock kept")
+def t_detached_grant_then_cancel():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('dgc')")
+    w = Waiter("SELECT dlock_acquire('dgc', '1 hour', timeout => '1 min')")
+    w.start()
+    expect(detached_waiter_queued(obs, "dgc"), "the detached waiter never queued")
+    expect(wait_until(lambda: q(obs, "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s",
+                                (w.pid,))), "the caller never waited for its ticket")
+    with stopped(w.pid):
+        q(a, "SELECT dlock_unlock('dgc')")                 # granted to the waiter process
+        expect(wait_until(lambda: detached_rows(obs, "dgc") == 1 and
+                          q(obs, "SELECT bool_and(granted) FROM dlock_locks WHERE name = 'dgc'")),
+               "the waiter process did not get the lock")
+        q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))  # the caller is cancelled before it runs
+    w.join(10)
+    expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "caller got %r / %r" % (w.result, w.error))
+    expect(wait_until(lambda: detached_rows(obs, "dgc") == 0, timeout=5), "the lock is kept after the error")
+    expect(no_waiter_processes(obs), "a waiter process is left")
+    expect(q(obs, "SELECT pg_try_advisory_lock(dlock_key('dgc'))") is True, "the name is not free")
+    q(obs, "SELECT pg_advisory_unlock(dlock_key('dgc'))")
+    close_all(a, obs, w.conn)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -506,7 +605,7 @@ def main():
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
-              t_cross_db]
+              t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel]
     for fn in checks:
         fn()
     print("# all fault tests ran")

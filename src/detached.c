@@ -24,6 +24,12 @@
 
 #include <limits.h>
 #include <signal.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -34,6 +40,7 @@
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/acl.h"
@@ -161,7 +168,9 @@ undo_acquired(int i)
 	int			procno = -1;
 	int			j;
 
-	if (a->holder_pid == dlock_shared->holder_pid)
+	if (a->holder_pid <= 0)
+		procno = -1;
+	else if (a->holder_pid == dlock_shared->holder_pid)
 		procno = dlock_shared->holder_procno;
 	else
 		for (j = 0; j < dlock_shared->nwaiters; j++)
@@ -227,6 +236,8 @@ target_alive(int pid)
 {
 	int			i;
 
+	if (pid <= 0)
+		return false;
 	if (pid == dlock_shared->holder_pid)
 		return true;
 	for (i = 0; i < dlock_shared->nwaiters; i++)
@@ -239,7 +250,31 @@ target_alive(int pid)
  * Ask and wait for the answer, without processing interrupts (see the top
  * of the file).  If the process asked exits first, the answer is an error:
  * whatever it held went with it.
+ *
+ * On Linux the wait is on the request's state word (a futex, woken by
+ * dlock_request_done), elsewhere on this backend's latch.
  */
+static bool
+wait_answer(DlockRequest *r)
+{
+#ifdef __linux__
+	struct timespec ts = {0, 100 * 1000 * 1000};
+
+	pg_atomic_write_u32(&r->sleeping, 1);
+	pg_memory_barrier();
+	if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_PENDING)
+		(void) syscall(SYS_futex, &r->state.value, FUTEX_WAIT, DLOCK_REQ_PENDING, &ts, NULL, 0);
+	pg_atomic_write_u32(&r->sleeping, 0);
+	if (!PostmasterIsAlive())
+		proc_exit(1);
+#else
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 100L, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+#endif
+	return pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE;
+}
+
 static void
 send_request(DlockRequest *r, int target_pid, int target_procno)
 {
@@ -249,25 +284,37 @@ send_request(DlockRequest *r, int target_pid, int target_procno)
 	pg_write_barrier();
 	pg_atomic_write_u32(&r->state, DLOCK_REQ_PENDING);
 	SetLatch(&GetPGProcByNumber(target_procno)->procLatch);
-	for (;;)
+	while (pg_atomic_read_u32(&r->state) != DLOCK_REQ_DONE)
 	{
-		if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE)
+		if (wait_answer(r))
 			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 100L, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		if (pg_atomic_read_u32(&r->state) != DLOCK_REQ_DONE && !target_alive(target_pid))
+		if (!target_alive(target_pid))
 		{
-			r->result = DLOCK_RES_ERROR;
-			r->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
-			strlcpy(r->message, "the dlock process that holds detached locks exited", DLOCK_MSG_MAX);
+			pg_memory_barrier();
+			if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE)
+				break;			/* it answered, then exited */
+
+			/*
+			 * Gone without an answer, and with it whatever it held: a lock
+			 * to extend or release is not held; one to take was not taken.
+			 */
+			if (r->op == DLOCK_OP_ACQUIRE)
+			{
+				r->result = DLOCK_RES_ERROR;
+				r->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
+				strlcpy(r->message, "the dlock lock holder process exited", DLOCK_MSG_MAX);
+			}
+			else
+				r->result = DLOCK_RES_NOT_HELD;
 			break;
 		}
 	}
 	pg_read_barrier();
 	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+#ifndef __linux__
 	/* whatever else set the latch meanwhile still finds it set */
 	SetLatch(MyLatch);
+#endif
 }
 
 /* The lock holder's pid and procno, waiting a little for it after a start. */
@@ -352,33 +399,49 @@ record_acquired(const DlockHold *h, int64 token, int holder)
 	a->subid = GetCurrentSubTransactionId();
 }
 
-/* The caller gives up waiting: the waiter lets go of what it has or gets. */
+/* the waited acquisition in progress (for giving it up) */
+static uint64 waiting_ticket = 0;
+static BackgroundWorkerHandle *waiting_handle = NULL;
+
+/*
+ * The caller gives up waiting (an error, or this backend exits): the waiter
+ * lets go of what it has or gets, and whoever is last frees the block.
+ */
 static void
-abandon(int index)
+abandon(int index, uint64 ticket)
 {
 	DlockWaiter *w = dlock_waiter(index);
 
 	for (;;)
 	{
-		uint32		st = pg_atomic_read_u32(&w->state);
+		uint32		st = dlock_waiter_state(w, ticket);
+		int			pid = w->worker_pid;
+		int			procno = w->worker_procno;
 
-		if (st == DLOCK_W_ENDED)
+		if (st == DLOCK_W_ENDED || st == DLOCK_W_ORPHANED)
 		{
-			pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
-			break;
+			/* the worker is done with it */
+			if (dlock_waiter_move(w, ticket, st, DLOCK_W_FREE))
+				break;
+			continue;
 		}
 		if (st != DLOCK_W_STARTING && st != DLOCK_W_WAITING && st != DLOCK_W_GRANTED)
-			break;
-		if (pg_atomic_compare_exchange_u32(&w->state, &st, DLOCK_W_ABANDONED))
+			break;				/* FREE: not ours any more */
+		if (!dlock_waiter_move(w, ticket, st, DLOCK_W_ABANDONED))
+			continue;
+		if (st == DLOCK_W_WAITING && pid != 0)
+			kill(pid, SIGINT);	/* out of the queue */
+		else if (st == DLOCK_W_GRANTED && pid != 0)
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
+		else if (st == DLOCK_W_STARTING && waiting_handle != NULL)
 		{
-			int			pid = w->worker_pid;
+			pid_t		wpid;
 
-			if (st == DLOCK_W_WAITING && pid != 0)
-				kill(pid, SIGINT);	/* out of the queue */
-			else if (st == DLOCK_W_GRANTED && pid != 0)
-				SetLatch(&GetPGProcByNumber(w->worker_procno)->procLatch);
-			break;
+			/* a worker that will never run cannot free it: we do */
+			if (GetBackgroundWorkerPid(waiting_handle, &wpid) == BGWH_STOPPED)
+				(void) dlock_waiter_move(w, ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE);
 		}
+		break;
 	}
 }
 
@@ -386,23 +449,23 @@ static void
 detached_exit(int code, Datum arg)
 {
 	if (waiting_index >= 0)
-		abandon(waiting_index);
+		abandon(waiting_index, waiting_ticket);
 	waiting_index = -1;
 }
 
-/* A free waiter block, claimed; -1 if none. */
+/* A free waiter block, claimed for ticket; -1 if none. */
 static int
-claim_waiter(void)
+claim_waiter(uint64 ticket)
 {
 	int			i;
 
 	for (i = 0; i < dlock_shared->nwaiters; i++)
 	{
 		DlockWaiter *w = dlock_waiter(i);
-		uint32		expected = DLOCK_W_FREE;
+		uint64		v = pg_atomic_read_u64(&w->tstate);
 
-		if (pg_atomic_read_u32(&w->state) == DLOCK_W_FREE &&
-			pg_atomic_compare_exchange_u32(&w->state, &expected, DLOCK_W_STARTING))
+		if (DLOCK_W_STATE(v) == DLOCK_W_FREE &&
+			pg_atomic_compare_exchange_u64(&w->tstate, &v, DLOCK_W_PACK(ticket, DLOCK_W_STARTING)))
 			return i;
 	}
 	return -1;
@@ -420,12 +483,21 @@ no_worker_error(const DlockName *name)
 			 errhint("Raise max_worker_processes, or call dlock_acquire without a timeout and try again later.")));
 }
 
+static void
+sleep_on_latch(long ms)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
 /*
  * Wait for the lock through a waiter process (holder.c).  Returns the token,
- * or 0 when the timeout passed.
+ * or 0 when the deadline (0: none) passed.
  */
 static int64
-acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
+acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 				int64 lease_us)
 {
 	BackgroundWorker worker;
@@ -437,21 +509,19 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 	int			saved_lock_timeout = LockTimeout;
 	volatile bool check_client = false;
 	uint32		st;
-	int64		token = 0;
+	int64		token;
 
-	index = claim_waiter();
+	ticket = pg_atomic_fetch_add_u64(&dlock_shared->ticket_next, 1);
+	index = claim_waiter(ticket);
 	if (index < 0)
 		no_worker_error(name);
 	w = dlock_waiter(index);
-	ticket = pg_atomic_fetch_add_u64(&dlock_shared->ticket_next, 1);
-	w->ticket = ticket;
 	w->caller_pid = MyProcPid;
 	w->caller_procno = GetNumberFromPGProc(MyProc);
 	w->worker_pid = 0;
-	w->timeout_us = timeout_us;
+	w->deadline = deadline;
 	w->deadlock_timeout_ms = DeadlockTimeout;
 	w->lease_us = lease_us;
-	w->claimed_at = GetCurrentTimestamp();
 	w->result = DLOCK_RES_ERROR;
 	w->sqlerrcode = 0;
 	w->message[0] = w->detail[0] = '\0';
@@ -462,6 +532,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 	w->hold.state = DLOCK_HOLD_FREE;
 	w->hold.token = 0;
 	dlock_hold_end(&w->hold);
+	pg_write_barrier();
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -476,7 +547,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 	worker.bgw_notify_pid = MyProcPid;
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
-		pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+		(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
 		no_worker_error(name);
 	}
 
@@ -486,30 +557,29 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 		exit_hook_set = true;
 	}
 	waiting_index = index;
+	waiting_ticket = ticket;
+	waiting_handle = handle;
 	PG_TRY();
 	{
 		/* until the waiter holds the ticket and is in the queue */
-		while (pg_atomic_read_u32(&w->state) == DLOCK_W_STARTING)
+		while (dlock_waiter_state(w, ticket) == DLOCK_W_STARTING)
 		{
 			pid_t		pid;
 
 			if (GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED &&
-				pg_atomic_read_u32(&w->state) == DLOCK_W_STARTING)
+				dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE))
 				ereport(ERROR,
 						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 						 errmsg("cannot wait for detached lock \"%s\": its background worker did not start",
 								dlock_display_name(name)),
 						 errhint("The server log says why.")));
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 100L, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			sleep_on_latch(100L);
 		}
 
 		/*
 		 * Wait for the ticket: in the lock manager, so that a deadlock through
 		 * this session's own locks is found, and a cancel or statement_timeout
-		 * ends the wait.  The timeout is the waiter's, not lock_timeout.  A
+		 * ends the wait.  The deadline is the waiter's, not lock_timeout.  A
 		 * client that goes away is noticed within a second.
 		 */
 		SET_LOCKTAG_ADVISORY(ticket_tag, tmpl->dbid, (uint32) (ticket >> 32),
@@ -531,13 +601,8 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 		LockTimeout = saved_lock_timeout;
 
 		/* a waiter that died after letting go of the ticket: its last word */
-		while ((st = pg_atomic_read_u32(&w->state)) == DLOCK_W_WAITING)
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 10L, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
+		while ((st = dlock_waiter_state(w, ticket)) == DLOCK_W_WAITING)
+			sleep_on_latch(10L);
 	}
 	PG_CATCH();
 	{
@@ -548,20 +613,40 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
 		}
 		waiting_index = -1;
-		abandon(index);
+		abandon(index, ticket);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	waiting_index = -1;
 
-	pg_read_barrier();
-	if (st == DLOCK_W_GRANTED && w->ticket == ticket)
+	for (;;)
 	{
+		int			pid = w->worker_pid;
+
+		pg_read_barrier();
 		token = w->hold.token;
-		record_acquired(&w->hold, token, w->worker_pid);
-		return token;
+		st = dlock_waiter_state(w, ticket);
+		if (st == DLOCK_W_GRANTED)
+		{
+			/* take it; from here the waiter frees the block when it ends */
+			if (!dlock_waiter_move(w, ticket, DLOCK_W_GRANTED, DLOCK_W_HELD))
+				continue;
+			record_acquired(tmpl, token, pid);
+			return token;
+		}
+		if (st == DLOCK_W_ORPHANED)
+		{
+			/*
+			 * Granted, and ended before we took it (its lease ran out, or
+			 * someone released it with the token from dlock_locks): the
+			 * acquisition happened, the lock is gone.
+			 */
+			(void) dlock_waiter_move(w, ticket, DLOCK_W_ORPHANED, DLOCK_W_FREE);
+			return token;
+		}
+		break;
 	}
-	if (st != DLOCK_W_ENDED || w->ticket != ticket)
+	if (st != DLOCK_W_ENDED)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("the dlock waiter for lock \"%s\" ended without a result",
@@ -574,10 +659,9 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, int64 timeout_us,
 		char		message[DLOCK_MSG_MAX];
 		char		detail[2 * DLOCK_MSG_MAX];
 
-		token = w->hold.token;
 		strlcpy(message, w->message, sizeof(message));
 		strlcpy(detail, w->detail, sizeof(detail));
-		pg_atomic_write_u32(&w->state, DLOCK_W_FREE);
+		(void) dlock_waiter_move(w, ticket, DLOCK_W_ENDED, DLOCK_W_FREE);
 		if (result == DLOCK_RES_TIMEOUT)
 			return 0;
 		if (result == DLOCK_RES_NO_TOKEN)
@@ -600,6 +684,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	int			pid;
 	int			procno;
 	int64		token;
+	TimestampTz start = GetCurrentTimestamp();
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
@@ -660,7 +745,8 @@ dlock_acquire(PG_FUNCTION_ARGS)
 		case DLOCK_RES_BUSY:
 			if (timeout_us == 0)
 				PG_RETURN_NULL();
-			token = acquire_waiting(&name, h, timeout_us, lease_us);
+			token = acquire_waiting(&name, h, timeout_us < 0 ? 0 : start + timeout_us,
+									lease_us);
 			if (token == 0)
 				PG_RETURN_NULL();
 			PG_RETURN_INT64(token);
@@ -707,12 +793,16 @@ ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
 	for (i = 0; i < dlock_shared->nwaiters; i++)
 	{
 		DlockWaiter *w = dlock_waiter(i);
+		uint32		st = DLOCK_W_STATE(pg_atomic_read_u64(&w->tstate));
+		int			wpid = w->worker_pid;
+		int			wprocno = w->worker_procno;
 
-		if (pg_atomic_read_u32(&w->state) == DLOCK_W_GRANTED &&
-			w->hold.token == token && w->worker_pid != 0)
+		pg_read_barrier();
+		if ((st == DLOCK_W_GRANTED || st == DLOCK_W_HELD) &&
+			w->hold.token == token && wpid != 0)
 		{
-			pid = w->worker_pid;
-			procno = w->worker_procno;
+			pid = wpid;
+			procno = wprocno;
 			break;
 		}
 	}

@@ -117,12 +117,15 @@ dlock_shmem_startup(void)
 		pg_atomic_init_u64(&s->ticket_next, 1);
 		SpinLockInit(&s->expired_lock);
 		for (i = 0; i < s->nslots; i++)
+		{
 			pg_atomic_init_u32(&dlock_request(i)->state, DLOCK_REQ_IDLE);
+			pg_atomic_init_u32(&dlock_request(i)->sleeping, 0);
+		}
 		for (i = 0; i < s->max_holds; i++)
 			pg_atomic_init_u32(&dlock_hold(i)->changecount, 0);
 		for (i = 0; i < s->nwaiters; i++)
 		{
-			pg_atomic_init_u32(&dlock_waiter(i)->state, DLOCK_W_FREE);
+			pg_atomic_init_u64(&dlock_waiter(i)->tstate, DLOCK_W_PACK(0, DLOCK_W_FREE));
 			pg_atomic_init_u32(&dlock_waiter(i)->hold.changecount, 0);
 		}
 		/* tokens start with the first one asked for after recovery */

@@ -204,6 +204,7 @@ typedef struct DlockHold
 typedef struct DlockRequest
 {
 	pg_atomic_uint32 state;		/* DLOCK_REQ_* */
+	pg_atomic_uint32 sleeping;	/* the sender sleeps until state changes */
 	int			target_pid;		/* the process asked */
 	int			op;				/* DLOCK_OP_* */
 	int			caller_procno;
@@ -220,13 +221,26 @@ typedef struct DlockRequest
 	char		message[DLOCK_MSG_MAX];
 } DlockRequest;
 
-/* DlockWaiter.state */
+/*
+ * DlockWaiter.tstate: the state below and the ticket of the acquisition in
+ * one word, so that every change names the acquisition it is about and a
+ * process that is late (a worker that starts after its caller gave up and
+ * the block was reused) changes nothing.
+ */
 #define DLOCK_W_FREE		0
 #define DLOCK_W_STARTING	1	/* claimed by a caller, worker not yet there */
 #define DLOCK_W_WAITING		2	/* the worker holds the ticket and waits */
-#define DLOCK_W_GRANTED		3	/* the worker holds the lock */
-#define DLOCK_W_ENDED		4	/* not granted: result says why */
-#define DLOCK_W_ABANDONED	5	/* the caller gave up (error, exit) */
+#define DLOCK_W_GRANTED		3	/* the worker holds the lock; caller to take it */
+#define DLOCK_W_ENDED		4	/* not granted (result says why); caller frees */
+#define DLOCK_W_ABANDONED	5	/* the caller gave up (error, exit); worker frees */
+#define DLOCK_W_HELD		6	/* taken by the caller; the worker frees it when
+								 * the lock ends */
+#define DLOCK_W_ORPHANED	7	/* the lock ended before the caller took it;
+								 * caller frees */
+
+#define DLOCK_W_PACK(ticket, st)	(((uint64) (ticket) << 8) | (uint64) (st))
+#define DLOCK_W_STATE(v)			((uint32) ((v) & 0xff))
+#define DLOCK_W_TICKET(v)			((uint64) (v) >> 8)
 
 /*
  * One waited acquisition, and then the lock it got: run by a waiter process
@@ -236,22 +250,36 @@ typedef struct DlockRequest
  */
 typedef struct DlockWaiter
 {
-	pg_atomic_uint32 state;		/* DLOCK_W_* */
-	uint64		ticket;
+	pg_atomic_uint64 tstate;	/* DLOCK_W_PACK(ticket, DLOCK_W_*) */
 	int			caller_pid;
 	int			caller_procno;
 	int			worker_pid;		/* 0 until it runs */
 	int			worker_procno;
-	int64		timeout_us;		/* -1: no limit */
+	TimestampTz deadline;		/* 0: no limit */
 	int			deadlock_timeout_ms;
 	int64		lease_us;
-	TimestampTz claimed_at;
 	int			result;			/* ENDED: DLOCK_RES_* */
 	int			sqlerrcode;
 	char		message[DLOCK_MSG_MAX];
 	char		detail[2 * DLOCK_MSG_MAX];
 	DlockHold	hold;
 } DlockWaiter;
+
+static inline uint32
+dlock_waiter_state(DlockWaiter *w, uint64 ticket)
+{
+	uint64		v = pg_atomic_read_u64(&w->tstate);
+
+	return DLOCK_W_TICKET(v) == ticket ? DLOCK_W_STATE(v) : DLOCK_W_FREE;
+}
+
+static inline bool
+dlock_waiter_move(DlockWaiter *w, uint64 ticket, uint32 from, uint32 to)
+{
+	uint64		expected = DLOCK_W_PACK(ticket, from);
+
+	return pg_atomic_compare_exchange_u64(&w->tstate, &expected, DLOCK_W_PACK(ticket, to));
+}
 
 typedef struct DlockExpired
 {
@@ -437,6 +465,7 @@ extern void dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
 									   SubTransactionId parentSubid);
 
 /* holder.c */
+extern void dlock_request_done(DlockRequest *r);
 extern PGDLLEXPORT void dlock_holder_main(Datum arg);
 extern PGDLLEXPORT void dlock_waiter_main(Datum arg);
 extern void dlock_note_expiry(const DlockHold *h);

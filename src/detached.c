@@ -700,15 +700,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Take a shorter lease and extend it with dlock_extend while the work goes on.")));
 	if (PG_NARGS() > 2)
-	{
-		timeout_us = dlock_interval_arg(fcinfo, 2, "timeout");
-		if (timeout_us > (int64) INT_MAX * 1000)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("timeout is out of range"),
-					 errdetail("The longest timeout is %d milliseconds (about 24 days); NULL waits without a limit.",
-							   INT_MAX)));
-	}
+		timeout_us = dlock_timeout_arg(fcinfo, 2);
 	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
 	if (RecoveryInProgress())
 		ereport(ERROR,

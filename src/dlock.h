@@ -446,6 +446,7 @@ extern void dlock_add_xact_hold(int ref);
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
 extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 

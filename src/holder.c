@@ -550,6 +550,19 @@ worker_signals(void)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 }
 
+/* The start of each round of a holding process's loop. */
+static void
+loop_top(void)
+{
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
 static void
 wait_for_work(TimestampTz until)
 {
@@ -601,13 +614,7 @@ dlock_holder_main(Datum arg)
 
 	for (;;)
 	{
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		loop_top();
 		serve_and_poll(holder_acquire, holder_extend_release);
 		if (next_expiry != PG_INT64_MAX && next_expiry <= GetCurrentTimestamp())
 			holder_expire(GetCurrentTimestamp());
@@ -734,9 +741,9 @@ waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
 	return result;
 }
 
-/* Release the lock this waiter holds (granted) and leave. */
+/* Release the lock this waiter holds (granted). */
 static void
-waiter_release_and_leave(void)
+waiter_release(void)
 {
 	DlockHold  *h = &my_waiter->hold;
 	LOCKTAG		tag;
@@ -746,7 +753,14 @@ waiter_release_and_leave(void)
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
 	dlock_hold_end(h);
-	proc_exit(0);				/* waiter_exit frees or hands on the block */
+}
+
+/* ... and leave; waiter_exit frees or hands on the block. */
+static void
+waiter_release_and_leave(void)
+{
+	waiter_release();
+	proc_exit(0);
 }
 
 static void
@@ -772,14 +786,8 @@ waiter_extend_release(DlockRequest *r)
 	}
 	if (res == DLOCK_RES_OK || res == DLOCK_RES_EXPIRED)
 	{
-		LOCKTAG		tag;
-
 		/* release before answering: the caller may take it again at once */
-		hold_locktag(&tag, h);
-		LockRelease(&tag, DlockLockMode(h->mode), true);
-		dlock_hold_begin(h);
-		h->state = DLOCK_HOLD_FREE;
-		dlock_hold_end(h);
+		waiter_release();
 		reply(r, res);
 		proc_exit(0);
 	}
@@ -895,13 +903,7 @@ dlock_waiter_main(Datum arg)
 	QueryCancelPending = false;
 	for (;;)
 	{
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
+		loop_top();
 		/* the caller gave up after all (an error before it took the lock) */
 		if (dlock_waiter_state(w, my_ticket) == DLOCK_W_ABANDONED)
 			waiter_release_and_leave();

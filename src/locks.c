@@ -16,8 +16,6 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "fmgr.h"
@@ -257,13 +255,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	dlock_name_arg(fcinfo, 0, &name);
 	if (can_wait)
 	{
-		timeout_us = dlock_interval_arg(fcinfo, arg++, "timeout");
-		if (timeout_us > (int64) INT_MAX * 1000)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("timeout is out of range"),
-					 errdetail("The longest timeout is %d milliseconds (about 24 days); NULL waits without a limit.",
-							   INT_MAX)));
+		timeout_us = dlock_timeout_arg(fcinfo, arg++);
 	}
 	shared = dlock_bool_arg(fcinfo, arg++, "shared");
 	lease_us = dlock_lease_arg(fcinfo, arg++);

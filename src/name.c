@@ -9,6 +9,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "common/hashfn.h"
 #include "common/int.h"
 #include "fmgr.h"
@@ -163,6 +165,24 @@ dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be negative", what)));
 	return us;
+}
+
+/*
+ * A wait's timeout argument in microseconds, or -1 (NULL: no limit); at most
+ * what the lock manager's lock_timeout can say, INT_MAX milliseconds.
+ */
+int64
+dlock_timeout_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int64		timeout_us = dlock_interval_arg(fcinfo, argno, "timeout");
+
+	if (timeout_us > (int64) INT_MAX * 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout is out of range"),
+				 errdetail("The longest timeout is %d milliseconds (about 24 days); NULL waits without a limit.",
+						   INT_MAX)));
+	return timeout_us;
 }
 
 /* now + lease_us, or an error if that is past the end of timestamptz */

@@ -85,9 +85,9 @@ def reaper_pid():
 class Waiter(threading.Thread):
     """Runs one statement on its own connection; keeps the result or error."""
 
-    def __init__(self, sql, params=None, setup=()):
+    def __init__(self, sql, params=None, setup=(), conn=None):
         super().__init__(daemon=True)
-        self.conn = connect(app="dlock-fault-waiter")
+        self.conn = conn or connect(app="dlock-fault-waiter")
         self.pid = pid_of(self.conn)
         for s in setup:
             q(self.conn, s)

@@ -411,22 +411,9 @@ def t_detached_roles():
         direct.close()
 
 
-class BouncerCall(threading.Thread):
+def bouncer_call(sql, params=None, app="dlock-waiting"):
     """One statement on its own client connection through the "txn" pool."""
-
-    def __init__(self, sql, params=None, app="dlock-waiting"):
-        super().__init__(daemon=True)
-        self.conn = via_bouncer("txn", app=app)
-        self.sql, self.params = sql, params
-        self.result = self.error = self.elapsed = None
-
-    def run(self):
-        t0 = time.monotonic()
-        try:
-            self.result = q(self.conn, self.sql, self.params)
-        except psycopg2.Error as e:
-            self.error = e
-        self.elapsed = time.monotonic() - t0
+    return fault.Waiter(sql, params, conn=via_bouncer("txn", app=app))
 
 
 @check("detached, transaction pooling: a waiting acquisition gets the lock when it is released, with a larger token")
@@ -435,7 +422,7 @@ def t_detached_wait():
     a = via_bouncer("txn", app="dlock-detached-a")
     ta = q(a, "SELECT dlock_acquire('queue-job', '30s')")
     expect(ta is not None, "A acquires")
-    b = BouncerCall("SELECT dlock_acquire('queue-job', '30s', timeout => '5s')")
+    b = bouncer_call("SELECT dlock_acquire('queue-job', '30s', timeout => '5s')")
     b.start()
     expect(fault.wait_until(lambda: q(direct, "SELECT count(*) FROM dlock_locks "
                                               "WHERE name = 'queue-job' AND NOT granted") == 1, timeout=5),
@@ -469,7 +456,7 @@ def t_detached_wait():
            "the process that held the waited-for lock (pid %d) is still there" % holder)
     # a wait that runs out returns NULL and leaves nothing queued
     ta2 = q(a, "SELECT dlock_acquire('queue-job', '30s')")
-    c = BouncerCall("SELECT dlock_acquire('queue-job', '30s', timeout => '300ms')")
+    c = bouncer_call("SELECT dlock_acquire('queue-job', '30s', timeout => '300ms')")
     c.start()
     c.join(10)
     expect(c.error is None and c.result is None, "a timed-out wait got %r / %r" % (c.result, c.error))
@@ -486,7 +473,7 @@ def t_detached_wait_lease():
     direct = connect()
     a = via_bouncer("txn", app="dlock-detached-a")
     ta = q(a, "SELECT dlock_acquire('queue-lease', '30s')")
-    b = BouncerCall("SELECT dlock_acquire('queue-lease', '1s', timeout => '5s')")
+    b = bouncer_call("SELECT dlock_acquire('queue-lease', '1s', timeout => '5s')")
     b.start()
     expect(fault.wait_until(lambda: q(direct, "SELECT count(*) FROM dlock_locks "
                                               "WHERE name = 'queue-lease' AND NOT granted") == 1, timeout=5),

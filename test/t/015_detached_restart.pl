@@ -36,6 +36,28 @@ sub holder_ready
 		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'");
 }
 
+# a detached lock on name that had to wait for a session lock: held by a
+# dlock waiter process once this returns; the connections are gone
+sub waited_lock
+{
+	my ($name) = @_;
+	my $bg = $node->background_psql('postgres');
+	$bg->query_safe("SELECT dlock_try('$name')");
+	my $waiter = $node->background_psql('postgres');
+	$waiter->query_until(qr/started/,
+		"\\echo started\nSELECT dlock_acquire('$name', '1 hour', timeout => '1 min');\n");
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_names() WHERE name = '$name' AND waiting = 'detached'")
+	  or die 'the waiter did not queue';
+	$bg->query_safe("SELECT dlock_unlock('$name')");
+	$bg->quit;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM dlock_locks WHERE name = '$name' AND scope = 'detached' AND granted")
+	  or die 'the waited lock was not granted';
+	$waiter->quit;
+	return;
+}
+
 # some held by the lock holder, one by a waiter (it had to wait for a session)
 sub take_some
 {
@@ -45,22 +67,9 @@ sub take_some
 	{
 		push @tokens, $node->safe_psql('postgres', "SELECT dlock_acquire('$tag-$i', '1 hour')");
 	}
-	my $bg = $node->background_psql('postgres');
-	$bg->query_safe("SELECT dlock_try('$tag-waited')");
-	my $waiter = $node->background_psql('postgres');
-	$waiter->query_until(qr/started/,
-		"\\echo started\nSELECT dlock_acquire('$tag-waited', '1 hour', timeout => '1 min');\n");
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM dlock_names() WHERE name = '$tag-waited' AND waiting = 'detached'")
-	  or die 'the waiter did not queue';
-	$bg->query_safe("SELECT dlock_unlock('$tag-waited')");
-	$bg->quit;
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM dlock_locks WHERE name = '$tag-waited' AND scope = 'detached' AND granted")
-	  or die 'the waited lock was not granted';
+	waited_lock("$tag-waited");
 	push @tokens, $node->safe_psql('postgres',
 		"SELECT token FROM dlock_locks WHERE name = '$tag-waited' AND scope = 'detached'");
-	$waiter->quit;
 	is(detached_count(), '4', "$tag: four detached locks held, the connections gone");
 	is(processes('dlock waiter'), '1', "$tag: one held by a waiter process");
 	return (sort { $a <=> $b } @tokens)[-1];
@@ -105,20 +114,7 @@ my ($rc, $out, $err) = $node->psql('postgres', "SELECT dlock_release('crash-1', 
 like($err, qr/not held with token/, 'a lock of the old holder is not held any more');
 
 # a waiter terminated while it holds: that lock goes, the rest stays
-$node->safe_psql('postgres', "SELECT dlock_try('hold-w')");
-my $bg = $node->background_psql('postgres');
-$bg->query_safe("SELECT dlock_try('w-term')");
-my $w = $node->background_psql('postgres');
-$w->query_until(qr/started/,
-	"\\echo started\nSELECT dlock_acquire('w-term', '1 hour', timeout => '1 min');\n");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM dlock_names() WHERE name = 'w-term' AND waiting = 'detached'")
-  or die 'the waiter did not queue';
-$bg->query_safe("SELECT dlock_unlock('w-term')");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM dlock_locks WHERE name = 'w-term' AND scope = 'detached' AND granted")
-  or die 'not granted';
-$w->quit;
+waited_lock('w-term');
 my $wpid = $node->safe_psql('postgres',
 	"SELECT pid FROM dlock_locks WHERE name = 'w-term' AND scope = 'detached'");
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($wpid)");
@@ -126,13 +122,12 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM dlock_locks WHERE name = 'w-term'"),
 	"a terminated waiter's lock is released");
 is(detached_count(), '1', "the lock holder's lock is still there");
-is($bg->query_safe("SELECT dlock_try('w-term')"), 't', 'the name is free');
-$bg->quit;
+is($node->safe_psql('postgres', "SELECT pg_try_advisory_lock(dlock_key('w-term'))"), 't', 'the name is free');
 
 # a waiter terminated while it waits: the caller gets an error, nothing stays
-$bg = $node->background_psql('postgres');
+my $bg = $node->background_psql('postgres');
 $bg->query_safe("SELECT dlock_try('w-wait')");
-$w = $node->background_psql('postgres', on_error_stop => 0);
+my $w = $node->background_psql('postgres', on_error_stop => 0);
 $w->query_until(qr/started/,
 	"\\echo started\nSELECT dlock_acquire('w-wait', '1 hour', timeout => '1 min');\n\\echo done\n");
 $node->poll_query_until('postgres',

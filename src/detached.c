@@ -415,8 +415,13 @@ abandon(int index, uint64 ticket)
 	for (;;)
 	{
 		uint32		st = dlock_waiter_state(w, ticket);
-		int			pid = w->worker_pid;
-		int			procno = w->worker_procno;
+		int			pid;
+		int			procno;
+
+		/* the pid that goes with that state (written before it) */
+		pg_read_barrier();
+		pid = w->worker_pid;
+		procno = w->worker_procno;
 
 		if (st == DLOCK_W_ENDED || st == DLOCK_W_ORPHANED)
 		{
@@ -436,10 +441,25 @@ abandon(int index, uint64 ticket)
 		else if (st == DLOCK_W_STARTING && waiting_handle != NULL)
 		{
 			pid_t		wpid;
+			int			tries;
 
-			/* a worker that will never run cannot free it: we do */
-			if (GetBackgroundWorkerPid(waiting_handle, &wpid) == BGWH_STOPPED)
-				(void) dlock_waiter_move(w, ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE);
+			/*
+			 * Not yet running: have the postmaster not start it, or stop it.
+			 * A worker that runs frees the block as it exits; one that never
+			 * ran (or could not be forked) cannot, and we do.
+			 */
+			TerminateBackgroundWorker(waiting_handle);
+			for (tries = 0; tries < 1000; tries++)
+			{
+				if (GetBackgroundWorkerPid(waiting_handle, &wpid) == BGWH_STOPPED)
+				{
+					(void) dlock_waiter_move(w, ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE);
+					break;
+				}
+				if (dlock_waiter_state(w, ticket) != DLOCK_W_ABANDONED)
+					break;		/* it ran, and freed it */
+				pg_usleep(1000L);
+			}
 		}
 		break;
 	}
@@ -786,10 +806,12 @@ ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
 	{
 		DlockWaiter *w = dlock_waiter(i);
 		uint32		st = DLOCK_W_STATE(pg_atomic_read_u64(&w->tstate));
-		int			wpid = w->worker_pid;
-		int			wprocno = w->worker_procno;
+		int			wpid;
+		int			wprocno;
 
 		pg_read_barrier();
+		wpid = w->worker_pid;
+		wprocno = w->worker_procno;
 		if ((st == DLOCK_W_GRANTED || st == DLOCK_W_HELD) &&
 			w->hold.token == token && wpid != 0)
 		{

@@ -517,23 +517,39 @@ serve_noting(void (*acquire) (DlockRequest *), void (*other) (DlockRequest *),
 	return true;
 }
 
+/*
+ * One poll lasts at most DLOCK_POLL_MAX_US, and ends at once for an
+ * interrupt, a reload or a lease to enforce: the main loop does those.
+ */
+#define DLOCK_POLL_MAX_US 1000
+
 static void
 serve_and_poll(void (*acquire) (DlockRequest *), void (*other) (DlockRequest *))
 {
 	bool		busy = false;
-	instr_time	now;
+	instr_time	start,
+				now;
 
 	if (!serve_noting(acquire, other, &busy) || !busy)
 		return;
+	INSTR_TIME_SET_CURRENT(start);
 	for (;;)
 	{
 		for (int i = 0; i < 16; i++)
 			pg_spin_delay();
-		if (serve_noting(acquire, other, &busy))
-			continue;
+		if (InterruptPending || ConfigReloadPending ||
+			(next_expiry != PG_INT64_MAX && next_expiry <= GetCurrentTimestamp()))
+			return;
+		if (!serve_noting(acquire, other, &busy))
+		{
+			INSTR_TIME_SET_CURRENT(now);
+			INSTR_TIME_SUBTRACT(now, last_request);
+			if (INSTR_TIME_GET_MICROSEC(now) >= DLOCK_POLL_US)
+				return;
+		}
 		INSTR_TIME_SET_CURRENT(now);
-		INSTR_TIME_SUBTRACT(now, last_request);
-		if (INSTR_TIME_GET_MICROSEC(now) >= DLOCK_POLL_US)
+		INSTR_TIME_SUBTRACT(now, start);
+		if (INSTR_TIME_GET_MICROSEC(now) >= DLOCK_POLL_MAX_US)
 			return;
 	}
 }
@@ -653,8 +669,14 @@ waiter_exit(int code, Datum arg)
 		w->hold.state = DLOCK_HOLD_FREE;
 		dlock_hold_end(&w->hold);
 	}
-	w->worker_pid = 0;
+
+	/*
+	 * Answer what was asked of us, then say we are gone: a sender that sees
+	 * us gone finds its answer written, or knows none will come.
+	 */
 	serve_requests(waiter_refuse_requests, waiter_refuse_requests);
+	pg_memory_barrier();
+	w->worker_pid = 0;
 	for (;;)
 	{
 		uint32		st = dlock_waiter_state(w, my_ticket);
@@ -703,8 +725,10 @@ waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
+		/* past it already (a slow start): one try, without waiting */
 		if (w->deadline <= now)
-			return DLOCK_RES_TIMEOUT;
+			return dlock_lock_acquire_ext(tag, lockmode, true, true, false, NULL) == LOCKACQUIRE_OK ?
+				DLOCK_RES_OK : DLOCK_RES_TIMEOUT;
 		LockTimeout = (int) Min((w->deadline - now + 999) / 1000, (int64) INT_MAX);
 	}
 	else
@@ -830,6 +854,9 @@ dlock_waiter_main(Datum arg)
 		dlock_waiter_state(w, my_ticket) != DLOCK_W_STARTING)
 		proc_exit(0);
 
+	/* from here on, however we exit, waiter_exit settles the block */
+	my_waiter = w;
+	on_shmem_exit(waiter_exit, (Datum) 0);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGINT, StatementCancelHandler);	/* the caller gave up */
@@ -837,8 +864,6 @@ dlock_waiter_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	pgstat_report_appname("dlock waiter");
 
-	my_waiter = w;
-	on_shmem_exit(waiter_exit, (Datum) 0);
 	w->worker_procno = GetNumberFromPGProc(MyProc);
 	w->worker_pid = MyProcPid;
 

@@ -8,10 +8,12 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -84,7 +86,10 @@ put_hold(ReturnSetInfo *rsinfo, const DlockHold *h, int pid)
 	values[12] = CStringGetTextDatum(h->rolname);
 	values[13] = CStringGetTextDatum(h->appname);
 	values[14] = CStringGetTextDatum(h->client);
-	nulls[14] = (h->client[0] == '\0');
+	/* as pg_stat_activity: the address only to the role and pg_read_all_stats */
+	nulls[14] = (h->client[0] == '\0' ||
+				 !(has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS) ||
+				   has_privs_of_role(GetUserId(), h->role)));
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 

@@ -594,6 +594,66 @@ def t_detached_grant_then_cancel():
     close_all(a, obs, w.conn)
 
 
+@check("detached: a waiting acquisition sleeps in the lock manager's queue (wait event Lock/advisory), no polling")
+def t_detached_waits_in_queue():
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('dsleep')")
+    w = Waiter("SELECT dlock_acquire('dsleep', '30s', timeout => '30s')")
+    w.start()
+    expect(detached_waiter_queued(obs, "dsleep"), "the detached waiter never queued")
+    ev = q(obs, "SELECT string_agg(backend_type || ':' || wait_event_type || '/' || wait_event, ' ' "
+                "ORDER BY backend_type) FROM pg_stat_activity WHERE pid = %s "
+                "OR pid IN (SELECT pid FROM dlock_names() WHERE name = 'dsleep' AND waiting = 'detached')",
+           (w.pid,))
+    expect(ev == "client backend:Lock/advisory dlock waiter:Lock/advisory",
+           "caller and waiter should both sleep on a lock: %r" % ev)
+    t0 = time.monotonic()
+    q(a, "SELECT dlock_unlock('dsleep')")
+    w.join(10)
+    expect(isinstance(w.result, int), "got %r / %r" % (w.result, w.error))
+    expect(time.monotonic() - t0 < 0.5, "granted %.3f s after the release" % (time.monotonic() - t0))
+    q(obs, "SELECT dlock_release('dsleep', %s)", (w.result,))
+    close_all(a, obs, w.conn)
+
+
+@check("detached: a lease that runs out is released within a second, logged with name, token and role")
+def t_detached_lease_bound():
+    c, obs = connect(), connect()
+    off = log_size()
+    tok = q(c, "SELECT dlock_acquire('dbound', '300 ms')")
+    expires = q(obs, "SELECT extract(epoch FROM lease_expires) FROM dlock_locks WHERE name = 'dbound'")
+    expect(wait_until(lambda: detached_rows(obs, "dbound") == 0, timeout=5, step=0.005), "never released")
+    late = time.time() - float(expires)
+    expect(late < 1.0, "released %.3f s after the expiry" % late)
+    expect(q(obs, "SELECT pg_try_advisory_lock(dlock_key('dbound'))") is True, "the name is not free")
+    q(obs, "SELECT pg_advisory_unlock(dlock_key('dbound'))")
+    expect(wait_until(lambda: 'lease of detached lock "dbound" expired, released it' in log_since(off), timeout=5),
+           "no log line")
+    log = log_since(off)
+    expect(("fencing token %d" % tok) in log and 'acquired by role "postgres"' in log,
+           "the log line lacks the token or the role: %r" % log[-400:])
+    close_all(c, obs)
+
+
+@check("detached: a shared acquisition does not jump a queued exclusive waiter")
+def t_detached_shared_no_jump():
+    a, obs = connect(), connect()
+    s1 = q(a, "SELECT dlock_acquire('dshare', '30s', shared => true)")
+    x = Waiter("SELECT dlock_lock('dshare', '30s')")
+    x.start()
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks l WHERE NOT granted AND locktype = 'advisory' "
+                                     "AND ((classid::bigint << 32) | objid::bigint) = dlock_key('dshare')") == 1),
+           "the exclusive waiter never queued")
+    expect(q(obs, "SELECT dlock_acquire('dshare', '30s', shared => true)") is None,
+           "a second shared holder jumped the queued exclusive waiter")
+    expect(q(obs, "SELECT dlock_try('dshare', shared => true)") is False, "so would a session (as the lock manager)")
+    expect(q(a, "SELECT dlock_release('dshare', %s)", (s1,)) is True, "release")
+    x.join(10)
+    expect(x.result is True, "the exclusive waiter got %r / %r" % (x.result, x.error))
+    q(x.conn, "SELECT dlock_unlock('dshare')")
+    close_all(a, obs, x.conn)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -605,7 +665,8 @@ def main():
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
-              t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel]
+              t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
+              t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump]
     for fn in checks:
         fn()
     print("# all fault tests ran")

@@ -373,6 +373,12 @@ def t_detached_roles():
         expect(r["client_addr"] == "127.0.0.1", "client_addr %r" % r["client_addr"])
         expect(r["application_name"] == "dlock-role-worker", "application_name %r" % r["application_name"])
         intruder = direct_as("dlock_intruder")
+        # as pg_stat_activity: another role sees the row, not the client address
+        expect(q(intruder, "SELECT row(username, client_addr IS NULL)::text FROM dlock_locks "
+                           "WHERE name = 'guarded'") == "(dlock_worker,t)",
+               "another role's view of the row")
+        expect(q(worker, "SELECT client_addr::text FROM dlock_locks WHERE name = 'guarded'") == "127.0.0.1/32",
+               "the acquiring role sees its client address")
         expect(q(intruder, "SELECT dlock_release('guarded', %s)", (tok,)) is False, "another role released it")
         expect(warnings_of(intruder), "no WARNING when another role releases")
         expect_sqlstate(intruder, "SELECT dlock_extend('guarded', %s, '1 min')", (tok,), "42501",

@@ -382,17 +382,26 @@ def detached_soak(cycles, seed):
                     "WHERE l.locktype = 'advisory' AND a.backend_type LIKE 'dlock%%'") == 0,
                "lock-table entries of dlock processes left")
         expect(holder_pid(c) == holder, "the lock holder was restarted")
-        # every waiter slot is free again: as many waited acquisitions at once as before
+        # every slot of the lock holder is free again: all of them at once
+        most = q(c, "SELECT current_setting('dlock.max_detached_locks')::int")
+        got = q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(1, %s) g", (most,))
+        expect(got == most, "the lock holder took %r of %d locks at once" % (got, most))
+        expect(q(c, "SELECT count(*) FILTER (WHERE dlock_release(name, token)) FROM dlock_locks "
+                    "WHERE name LIKE 'soak-full-%%'") == most, "releasing them")
+        # every waiter block is free again: as many waited acquisitions at once
+        # as there are worker slots (less the reaper, the lock holder and the
+        # logical replication launcher)
+        nwait = q(c, "SELECT current_setting('max_worker_processes')::int") - 3
         for rnd in range(3):
             a = connect()
             q(a, "SELECT dlock_try('soak-slots')")
             waiters = [fault.Waiter("SELECT dlock_acquire('soak-slots', '30s', timeout => '20s', shared => true)")
-                       for _ in range(4)]
+                       for _ in range(nwait)]
             for w in waiters:
                 w.start()
             expect(fault.wait_until(lambda: q(c, "SELECT count(*) FROM dlock_names() "
-                                                 "WHERE name = 'soak-slots' AND waiting = 'detached'") == 4),
-                   "round %d: four waiters did not all queue" % rnd)
+                                                 "WHERE name = 'soak-slots' AND waiting = 'detached'") == nwait),
+                   "round %d: %d waiters did not all queue" % (rnd, nwait))
             q(a, "SELECT dlock_unlock('soak-slots')")
             for w in waiters:
                 w.join(20)

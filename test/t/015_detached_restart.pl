@@ -128,6 +128,7 @@ is($node->safe_psql('postgres', "SELECT pg_try_advisory_lock(dlock_key('w-term')
 my $bg = $node->background_psql('postgres');
 $bg->query_safe("SELECT dlock_try('w-wait')");
 my $w = $node->background_psql('postgres', on_error_stop => 0);
+$w->query_safe('\\set VERBOSITY verbose');
 $w->query_until(qr/started/,
 	"\\echo started\nSELECT dlock_acquire('w-wait', '1 hour', timeout => '1 min');\n\\echo done\n");
 $node->poll_query_until('postgres',
@@ -140,7 +141,7 @@ ok($node->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'dlock waiter'"),
 	'the waiter is gone');
 $w->query_until(qr/done/, "");
-like($w->{stderr}, qr/dlock waiter process exited while waiting/, 'the caller is told');
+like($w->{stderr}, qr/57P01: the dlock waiter process exited while waiting/, 'the caller is told (57P01)');
 $w->quit;
 is(count_of("SELECT 1 FROM dlock_locks WHERE name = 'w-wait' AND scope = 'detached'"),
 	'0', 'nothing left of the wait');
@@ -155,5 +156,47 @@ is($standby->safe_psql('postgres',
 	'0', 'no lock holder on a standby');
 
 $standby->stop;
+
+# the limits: dlock.max_detached_locks held by the lock holder (53400), no
+# background worker slot for a wait (53000), detached locks turned off (55000)
+$node->append_conf('postgresql.conf', "dlock.max_detached_locks = 2\nmax_worker_processes = 4\n");
+$node->restart;
+ok(holder_ready(), 'the lock holder runs');
+$node->safe_psql('postgres', "SELECT dlock_acquire('limit-$_', '1 hour')") for 1 .. 2;
+like(sqlstate_error($node, "SELECT dlock_acquire('limit-3', '1 hour')"),
+	qr/53400: cannot acquire detached lock "limit-3": the lock holder holds dlock.max_detached_locks \(2\) locks/,
+	'the third: 53400');
+like(sqlstate_error($node, "SELECT dlock_acquire('limit-1', '1 hour', timeout => '1 s')"),
+	qr/53400/, 'also one that would have waited');
+$node->safe_psql('postgres',
+	"SELECT dlock_release(name, token) FROM dlock_locks WHERE name = 'limit-2'");
+is($node->safe_psql('postgres', "SELECT dlock_acquire('limit-3', '1 hour') IS NOT NULL"),
+	't', 'room again after a release');
+# max_worker_processes = 4: the reaper, the lock holder, the logical
+# replication launcher and one waiter
+$node->safe_psql('postgres',
+	"SELECT dlock_release(name, token) FROM dlock_locks WHERE name = 'limit-3'");
+waited_lock('slot-1');
+like(sqlstate_error($node, "SELECT dlock_try('slot-2'); SELECT dlock_acquire('slot-2', '1 hour', timeout => '1 s')"),
+	qr/53000: cannot wait for detached lock "slot-2": no background worker slot is free/,
+	'no worker slot for a second wait: 53000');
+is(count_of("SELECT 1 FROM dlock_locks WHERE name = 'slot-2'"), '0', 'nothing left of it');
+$node->safe_psql('postgres',
+	"SELECT dlock_release(name, token) FROM dlock_locks WHERE name = 'slot-1'");
+ok($node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'dlock waiter'"),
+	'the waiter exits on release');
+my $s2 = $node->background_psql('postgres');
+$s2->query_safe("SELECT dlock_try('slot-3')");
+is($node->safe_psql('postgres', "SELECT dlock_acquire('slot-3', '1 hour', timeout => '100 ms') IS NULL"),
+	't', 'the slot is free again: a wait that times out');
+$s2->quit;
+
+$node->append_conf('postgresql.conf', "dlock.max_detached_locks = 0\n");
+$node->restart;
+is(processes('dlock lock holder'), '0', 'max_detached_locks = 0: no lock holder');
+like(sqlstate_error($node, "SELECT dlock_acquire('off', '1 hour')"),
+	qr/55000: cannot acquire detached lock "off": detached locks are turned off/,
+	'and dlock_acquire says so (55000)');
 $node->stop;
 done_testing();

@@ -57,28 +57,7 @@ PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
 PG_FUNCTION_INFO_V1(dlock_release);
 
-/* ---- the change counter of a hold (as for slots) ---- */
-
-void
-dlock_hold_begin(DlockHold *h)
-{
-	uint32		c = pg_atomic_read_u32(&h->changecount);
-
-	START_CRIT_SECTION();
-	pg_atomic_write_u32(&h->changecount, c + 1);
-	pg_write_barrier();
-}
-
-void
-dlock_hold_end(DlockHold *h)
-{
-	uint32		c = pg_atomic_read_u32(&h->changecount);
-
-	pg_write_barrier();
-	pg_atomic_write_u32(&h->changecount, c + 1);
-	END_CRIT_SECTION();
-}
-
+/* A consistent copy of a detached hold (its change counter: dlock.h). */
 void
 dlock_read_hold(DlockHold *src, DlockHold *copy)
 {
@@ -86,21 +65,12 @@ dlock_read_hold(DlockHold *src, DlockHold *copy)
 
 	for (;;)
 	{
-		uint32		before = pg_atomic_read_u32(&src->changecount);
+		uint32		before = dlock_read_begin(&src->changecount, &tries);
 
-		if (++tries % 1000 == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pg_usleep(1000L);
-		}
-		if (before & 1)
-			continue;
-		pg_read_barrier();
 		memcpy((char *) copy + sizeof(pg_atomic_uint32),
 			   (char *) src + sizeof(pg_atomic_uint32),
 			   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&src->changecount) == before)
+		if (dlock_read_done(&src->changecount, before))
 			return;
 	}
 }
@@ -301,8 +271,8 @@ send_request(DlockRequest *r, int target_pid, int target_procno)
 			if (r->op == DLOCK_OP_ACQUIRE)
 			{
 				r->result = DLOCK_RES_ERROR;
-				r->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
-				strlcpy(r->message, "the dlock lock holder process exited", DLOCK_MSG_MAX);
+				dlock_error_set(&r->error, ERRCODE_ADMIN_SHUTDOWN,
+								"the dlock lock holder process exited", NULL, NULL);
 			}
 			else
 				r->result = DLOCK_RES_NOT_HELD;
@@ -350,14 +320,33 @@ holder_pid(int *procno, const DlockName *name)
 	}
 }
 
-/* The error for a request answered with an error. */
+/* ---- errors raised in a holding process ---- */
+
+void
+dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
+				const char *detail, const char *hint)
+{
+	e->sqlerrcode = sqlerrcode;
+	strlcpy(e->message, message ? message : "", sizeof(e->message));
+	strlcpy(e->detail, detail ? detail : "", sizeof(e->detail));
+	strlcpy(e->hint, hint ? hint : "", sizeof(e->hint));
+}
+
+void
+dlock_error_save(DlockError *e, const ErrorData *edata)
+{
+	dlock_error_set(e, edata->sqlerrcode, edata->message, edata->detail, edata->hint);
+}
+
+/* Raise, in the caller, an error a holding process ran into. */
 static void
-request_error(int sqlerrcode, const char *message, const char *detail)
+raise_error(const DlockError *e)
 {
 	ereport(ERROR,
-			(errcode(sqlerrcode),
-			 errmsg_internal("%s", message),
-			 detail && detail[0] ? errdetail_internal("%s", detail) : 0));
+			(errcode(e->sqlerrcode),
+			 errmsg_internal("%s", e->message),
+			 e->detail[0] ? errdetail_internal("%s", e->detail) : 0,
+			 e->hint[0] ? errhint("%s", e->hint) : 0));
 }
 
 /* ---- dlock_acquire ---- */
@@ -543,8 +532,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	w->deadlock_timeout_ms = DeadlockTimeout;
 	w->lease_us = lease_us;
 	w->result = DLOCK_RES_ERROR;
-	w->sqlerrcode = 0;
-	w->message[0] = w->detail[0] = '\0';
+	dlock_error_set(&w->error, ERRCODE_INTERNAL_ERROR, "", NULL, NULL);
 	dlock_hold_begin(&w->hold);
 	memcpy((char *) &w->hold + sizeof(pg_atomic_uint32),
 		   (const char *) tmpl + sizeof(pg_atomic_uint32),
@@ -675,18 +663,14 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	/* not granted: the block is ours to free, after reading why */
 	{
 		int			result = w->result;
-		int			sqlerrcode = w->sqlerrcode;
-		char		message[DLOCK_MSG_MAX];
-		char		detail[2 * DLOCK_MSG_MAX];
+		DlockError	error = w->error;
 
-		strlcpy(message, w->message, sizeof(message));
-		strlcpy(detail, w->detail, sizeof(detail));
 		(void) dlock_waiter_move(w, ticket, DLOCK_W_ENDED, DLOCK_W_FREE);
 		if (result == DLOCK_RES_TIMEOUT)
 			return 0;
 		if (result == DLOCK_RES_NO_TOKEN)
 			no_token_error(name, token);
-		request_error(sqlerrcode, message, detail);
+		raise_error(&error);
 	}
 	return 0;					/* not reached */
 }
@@ -773,7 +757,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 			no_token_error(&name, r->token);
 			break;
 		default:
-			request_error(r->sqlerrcode, r->message, NULL);
+			raise_error(&r->error);
 	}
 	PG_RETURN_NULL();			/* not reached */
 }
@@ -896,7 +880,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 					 errdetail("It was released, or its lease ran out, or the token is another lock's.")));
 			break;
 		default:
-			request_error(r->sqlerrcode, r->message, NULL);
+			raise_error(&r->error);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -956,7 +940,7 @@ dlock_release(PG_FUNCTION_ARGS)
 								dlock_display_name(&name), token)));
 			break;
 		default:
-			request_error(r->sqlerrcode, r->message, NULL);
+			raise_error(&r->error);
 	}
 	PG_RETURN_BOOL(false);
 }

@@ -197,6 +197,15 @@ typedef struct DlockHold
 
 #define DLOCK_MSG_MAX 256
 
+/* An error raised in a holding process, to be raised again by the caller. */
+typedef struct DlockError
+{
+	int			sqlerrcode;
+	char		message[DLOCK_MSG_MAX];
+	char		detail[2 * DLOCK_MSG_MAX];
+	char		hint[DLOCK_MSG_MAX];
+} DlockError;
+
 /*
  * A backend's request to a process that holds detached locks, one per
  * backend (indexed like the slots), answered in place.
@@ -217,8 +226,7 @@ typedef struct DlockRequest
 	int64		token;
 	TimestampTz expires;
 	char		holder_role[NAMEDATALEN];
-	int			sqlerrcode;
-	char		message[DLOCK_MSG_MAX];
+	DlockError	error;			/* DLOCK_RES_ERROR */
 } DlockRequest;
 
 /*
@@ -259,9 +267,7 @@ typedef struct DlockWaiter
 	int			deadlock_timeout_ms;
 	int64		lease_us;
 	int			result;			/* ENDED: DLOCK_RES_* */
-	int			sqlerrcode;
-	char		message[DLOCK_MSG_MAX];
-	char		detail[2 * DLOCK_MSG_MAX];
+	DlockError	error;			/* DLOCK_RES_ERROR */
 	DlockHold	hold;
 } DlockWaiter;
 
@@ -349,6 +355,7 @@ extern void dlock_require_preload(const char *detail);
 /* slots.c: the shared slots (any backend) */
 extern Size dlock_slot_size(int entries);
 extern DlockSlot *dlock_slot(int i);
+extern uint32 dlock_read_begin(pg_atomic_uint32 *changecount, int *tries);
 extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
 
 /*
@@ -385,37 +392,67 @@ dlock_entry_at(int ref)
 }
 
 /*
- * Bracket every change to an entry, so that readers of the shared slot see
- * none torn.  The change is a few stores with nothing in between that can
- * fail, inside a critical section: an error there would leave the counter
- * odd and every reader spinning.
+ * A change counter guards shared memory that one process writes and others
+ * copy (a slot, a detached hold): odd while the writer is inside.  The
+ * change is a few stores with nothing in between that can fail, inside a
+ * critical section: an error there would leave the counter odd and every
+ * reader spinning.  A reader copies between dlock_read_begin (slots.c) and
+ * dlock_read_done, and copies again until the counter did not move.
  */
+static inline void
+dlock_count_begin(pg_atomic_uint32 *changecount)
+{
+	uint32		c = pg_atomic_read_u32(changecount);
+
+	START_CRIT_SECTION();
+	Assert((c & 1) == 0);
+	pg_atomic_write_u32(changecount, c + 1);
+	pg_write_barrier();
+}
+
+static inline void
+dlock_count_end(pg_atomic_uint32 *changecount)
+{
+	uint32		c = pg_atomic_read_u32(changecount);
+
+	Assert((c & 1) == 1);
+	pg_write_barrier();
+	pg_atomic_write_u32(changecount, c + 1);
+	END_CRIT_SECTION();
+}
+
+static inline bool
+dlock_read_done(pg_atomic_uint32 *changecount, uint32 before)
+{
+	pg_read_barrier();
+	return pg_atomic_read_u32(changecount) == before;
+}
+
+/* Bracket every change to one of this backend's entries (slot entries only). */
 static inline void
 dlock_change_begin(int ref)
 {
 	if (ref < dlock_my_cap)
-	{
-		uint32		c = pg_atomic_read_u32(&dlock_my_slot->changecount);
-
-		START_CRIT_SECTION();
-		Assert((c & 1) == 0);
-		pg_atomic_write_u32(&dlock_my_slot->changecount, c + 1);
-		pg_write_barrier();
-	}
+		dlock_count_begin(&dlock_my_slot->changecount);
 }
 
 static inline void
 dlock_change_end(int ref)
 {
 	if (ref < dlock_my_cap)
-	{
-		uint32		c = pg_atomic_read_u32(&dlock_my_slot->changecount);
+		dlock_count_end(&dlock_my_slot->changecount);
+}
 
-		Assert((c & 1) == 1);
-		pg_write_barrier();
-		pg_atomic_write_u32(&dlock_my_slot->changecount, c + 1);
-		END_CRIT_SECTION();
-	}
+static inline void
+dlock_hold_begin(DlockHold *h)
+{
+	dlock_count_begin(&h->changecount);
+}
+
+static inline void
+dlock_hold_end(DlockHold *h)
+{
+	dlock_count_end(&h->changecount);
 }
 
 /* locks.c */
@@ -457,8 +494,9 @@ extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
 extern PGDLLEXPORT void dlock_reaper_main(Datum arg);
 
 /* detached.c */
-extern void dlock_hold_begin(DlockHold *h);
-extern void dlock_hold_end(DlockHold *h);
+extern void dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
+							const char *detail, const char *hint);
+extern void dlock_error_save(DlockError *e, const ErrorData *edata);
 extern void dlock_read_hold(DlockHold *src, DlockHold *copy);
 extern void dlock_detached_refuse_prepare(void);
 extern void dlock_detached_xact_end(bool commit);

@@ -306,8 +306,7 @@ take_without_waiting(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode,
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 		FlushErrorState();
-		r->sqlerrcode = edata->sqlerrcode;
-		strlcpy(r->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
+		dlock_error_save(&r->error, edata);
 		FreeErrorData(edata);
 		reply(r, DLOCK_RES_ERROR);
 		ok = false;
@@ -695,9 +694,8 @@ waiter_exit(int code, Datum arg)
 			case DLOCK_W_WAITING:
 				/* gone before a result: terminated, shut down, an error */
 				w->result = DLOCK_RES_ERROR;
-				w->sqlerrcode = ERRCODE_ADMIN_SHUTDOWN;
-				strlcpy(w->message, "the dlock waiter process exited while waiting", DLOCK_MSG_MAX);
-				w->detail[0] = '\0';
+				dlock_error_set(&w->error, ERRCODE_ADMIN_SHUTDOWN,
+								"the dlock waiter process exited while waiting", NULL, NULL);
 				pg_write_barrier();
 				to = DLOCK_W_ENDED;
 				break;
@@ -754,9 +752,7 @@ waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
 		else
 		{
 			result = DLOCK_RES_ERROR;
-			w->sqlerrcode = edata->sqlerrcode;
-			strlcpy(w->message, edata->message ? edata->message : "", DLOCK_MSG_MAX);
-			strlcpy(w->detail, edata->detail ? edata->detail : "", sizeof(w->detail));
+			dlock_error_save(&w->error, edata);
 		}
 		FreeErrorData(edata);
 	}
@@ -874,9 +870,8 @@ dlock_waiter_main(Datum arg)
 		LOCKACQUIRE_OK)
 	{
 		/* the only way: the lock table is full */
-		w->sqlerrcode = ERRCODE_OUT_OF_MEMORY;
-		strlcpy(w->message, "out of shared memory", DLOCK_MSG_MAX);
-		strlcpy(w->detail, "The lock table is full; raise max_locks_per_transaction.", sizeof(w->detail));
+		dlock_error_set(&w->error, ERRCODE_OUT_OF_MEMORY, "out of shared memory", NULL,
+						"You might need to increase \"max_locks_per_transaction\".");
 		w->result = DLOCK_RES_ERROR;
 		pg_write_barrier();
 		if (dlock_waiter_move(w, my_ticket, DLOCK_W_STARTING, DLOCK_W_ENDED))

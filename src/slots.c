@@ -191,6 +191,32 @@ dlock_slot(int i)
  * the owner is descheduled or stopped in between, the reader sleeps a little
  * between tries and can be cancelled.
  */
+/*
+ * The start of a consistent read of what changecount guards: waits while
+ * the writer is inside (backing off, and taking interrupts, if that lasts)
+ * and returns the counter to compare with after the copy.
+ */
+uint32
+dlock_read_begin(pg_atomic_uint32 *changecount, int *tries)
+{
+	for (;;)
+	{
+		uint32		before = pg_atomic_read_u32(changecount);
+
+		if (++*tries % 1000 == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			pg_usleep(1000L);
+		}
+		if ((before & 1) == 0)
+		{
+			pg_read_barrier();
+			return before;
+		}
+		pg_spin_delay();
+	}
+}
+
 void
 dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 {
@@ -198,20 +224,9 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 
 	for (;;)
 	{
-		uint32		before = pg_atomic_read_u32(&src->changecount);
+		uint32		before = dlock_read_begin(&src->changecount, &tries);
 		int			n;
 
-		if (++tries % 1000 == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pg_usleep(1000L);
-		}
-		if (before & 1)
-		{
-			pg_spin_delay();
-			continue;
-		}
-		pg_read_barrier();
 		copy->pid = src->pid;
 		copy->dbid = src->dbid;
 		n = src->nused;
@@ -219,8 +234,7 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 			n = 0;				/* torn read; the recheck below retries */
 		copy->nused = n;
 		memcpy(copy->entries, src->entries, sizeof(DlockEntry) * n);
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&src->changecount) == before)
+		if (dlock_read_done(&src->changecount, before))
 			return;
 	}
 }

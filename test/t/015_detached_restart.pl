@@ -192,6 +192,31 @@ is($node->safe_psql('postgres', "SELECT dlock_acquire('slot-3', '1 hour', timeou
 	't', 'the slot is free again: a wait that times out');
 $s2->quit;
 
+# PostgreSQL's lock table full: the lock holder answers the error (53200,
+# with its hint), records nothing, and goes on
+$node->append_conf('postgresql.conf',
+	"dlock.max_detached_locks = 20000\nmax_locks_per_transaction = 10\n");
+$node->restart;
+ok(holder_ready(), 'the lock holder runs');
+# (new connections fail too while it is full: everything runs in one session)
+my $script = join('', map { "SELECT dlock_acquire('full-$_', '1 hour');\n" } 1 .. 20000)
+  . "\\echo ==\n"
+  . "SELECT count(*) FROM dlock_names() WHERE detached;\n"
+  . "SELECT count(dlock_release(name, token)) FROM dlock_names() WHERE detached;\n";
+($rc, $out, $err) =
+  $node->psql('postgres', "\\set VERBOSITY verbose\n$script", on_error_stop => 0);
+my ($tokens, $after) = split /^==$/m, $out;
+my $taken = () = $tokens =~ /^\d+$/mg;
+like($err, qr/53200: out of shared memory/, "the lock table fills up after $taken detached locks: 53200");
+like($err, qr/HINT:  You might need to increase "?max_locks_per_transaction"?/, 'with its hint');
+my (undef, $held, $released) = split /\n/, $after;
+is($held, $taken, 'exactly the acquisitions that were answered with a token are held');
+is($released, $taken, 'and all of them are released');
+is(detached_count(), '0', 'none left');
+is(processes('dlock lock holder'), '1', 'the lock holder is still there');
+$t = $node->safe_psql('postgres', "SELECT dlock_acquire('after-full', '1 hour')");
+ok($t > 0, 'and taking a lock works again');
+
 $node->append_conf('postgresql.conf', "dlock.max_detached_locks = 0\n");
 $node->restart;
 is(processes('dlock lock holder'), '0', 'max_detached_locks = 0: no lock holder');

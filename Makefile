@@ -11,10 +11,11 @@
 
 MODULE_big = dlock
 OBJS = src/dlock.o src/slots.o src/locks.o src/leases.o src/tokens.o src/xact.o \
-	src/view.o src/reaper.o src/name.o src/sha256.o src/detached.o src/holder.o
+	src/view.o src/reaper.o src/name.o src/sha256.o src/detached.o src/holder.o \
+	src/stats.o
 EXTENSION = dlock
 DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql \
-	sql/dlock--1.2--1.3.sql
+	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql
 PGFILEDESC = "dlock - named, lease-aware advisory locks"
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
@@ -23,11 +24,11 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
-	dlock_lease dlock_token dlock_detached dlock_upgrade
+	dlock_lease dlock_token dlock_detached dlock_stats dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock
 ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes \
-	detached
+	detached stats
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
 	--temp-config=test/dlock.conf
 TAP_TESTS = 1

@@ -18,6 +18,9 @@ SELECT source, target, path FROM pg_extension_update_paths('dlock')
  WHERE path IS NOT NULL ORDER BY source, target;
 
 CREATE TEMP TABLE fresh_view AS SELECT pg_get_viewdef('dlock_locks'::regclass) AS def;
+CREATE TEMP TABLE fresh_view_comments AS
+  SELECT c.relname, obj_description(c.oid, 'pg_class') AS comment
+    FROM pg_class c WHERE c.relname LIKE 'dlock%' AND c.relkind = 'v';
 -- a detached lock is held by the server through all of this
 SELECT dlock_acquire('held-across-versions', '10 minutes') AS across \gset
 
@@ -66,5 +69,25 @@ SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE n
 UNION ALL
 (SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
 SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+-- from 1.3: a view of the user's over dlock_locks survives the update (1.4
+-- adds its columns at the end), and statistics counted before it are there
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.3';
+CREATE VIEW my_waiters AS SELECT name, pid, wait_time FROM dlock_locks WHERE NOT granted;
+SELECT dlock_try('counted-across'), dlock_unlock('counted-across');
+ALTER EXTENSION dlock UPDATE;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
+  FROM pg_extension WHERE extname = 'dlock';
+(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
+UNION ALL
+(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+SELECT f.relname FROM fresh_view_comments f
+  JOIN pg_class c ON c.relname = f.relname AND c.relkind = 'v'
+ WHERE obj_description(c.oid, 'pg_class') IS DISTINCT FROM f.comment;
+SELECT count(*) FROM my_waiters;
+SELECT acquisitions, released FROM dlock_stats WHERE name = 'counted-across';
+SELECT has_function_privilege('public', 'dlock_stats_reset(text)', 'EXECUTE') AS public_may_reset;
+DROP VIEW my_waiters;
 SELECT dlock_release('held-across-versions', :across);
 DROP FUNCTION dlock_objects();

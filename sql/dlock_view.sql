@@ -18,6 +18,9 @@ SELECT database = current_database() AS this_db, name,
   FROM dlock_locks WHERE pid = pg_backend_pid()
  ORDER BY name NULLS LAST;
 SELECT key FROM dlock_locks WHERE name IS NULL AND pid = pg_backend_pid();
+-- a holder: how long it has held, and nobody it waits for
+SELECT name, hold_time >= '0' AND hold_time <= clock_timestamp() - :'t0' AS hold_time_ok, blocked_by
+  FROM dlock_locks WHERE pid = pg_backend_pid() AND name IS NOT NULL ORDER BY name;
 
 -- the lease column is the expiry: the time of the grant + lease
 SELECT lease_expires BETWEEN :'t0'::timestamptz + interval '1 hour' AND :'t1'::timestamptz + interval '1 hour' AS lease_ok
@@ -34,7 +37,7 @@ SELECT dlock_unlock('report'), dlock_unlock('report');
 SELECT pg_advisory_lock(dlock_key('raw'));
 SELECT name, key = dlock_key('raw') AS key_ok FROM dlock_locks WHERE pid = pg_backend_pid() AND key = dlock_key('raw');
 
--- dlock_names() is what the view joins with pg_locks
+-- dlock_names() lists the names the view puts on the lock manager's rows
 SELECT name, mode, session_holds, xact_holds, waiting FROM dlock_names() WHERE pid = pg_backend_pid() ORDER BY name;
 
 SELECT pg_advisory_unlock_all();

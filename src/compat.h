@@ -48,6 +48,16 @@
 	LockAcquireExtended((tag), (mode), (session), (dontWait), (reportMemoryError), (locallockp))
 #endif
 
+/*
+ * 16 renamed the accessor of the local copy of backend statuses, by index
+ * (1-based), to pgstat_get_local_beentry_by_index.
+ */
+#if PG_VERSION_NUM >= 160000
+#define dlock_local_beentry(i) pgstat_get_local_beentry_by_index(i)
+#else
+#define dlock_local_beentry(i) pgstat_fetch_stat_local_beentry(i)
+#endif
+
 /* 18 lets a module say its name and version in its magic block. */
 #ifdef PG_MODULE_MAGIC_EXT
 #define DLOCK_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "dlock", .version = DLOCK_VERSION)

@@ -352,21 +352,6 @@ raise_error(const DlockError *e)
 /* ---- dlock_acquire ---- */
 
 static void
-client_address(char *buf)
-{
-	/* as pg_stat_activity.client_addr shows it; NULL for a Unix socket */
-	buf[0] = '\0';
-	if (MyBEEntry == NULL)
-		return;
-	if (MyBEEntry->st_clientaddr.addr.ss_family != AF_INET &&
-		MyBEEntry->st_clientaddr.addr.ss_family != AF_INET6)
-		return;
-	if (pg_getnameinfo_all(&MyBEEntry->st_clientaddr.addr, MyBEEntry->st_clientaddr.salen,
-						   buf, DLOCK_CLIENT_MAX, NULL, 0, NI_NUMERICHOST) != 0)
-		buf[0] = '\0';
-}
-
-static void
 no_token_error(const DlockName *name, int64 token)
 {
 	ereport(ERROR,
@@ -386,6 +371,15 @@ record_acquired(const DlockHold *h, int64 token, int holder)
 	a->token = token;
 	a->holder_pid = holder;
 	a->subid = GetCurrentSubTransactionId();
+}
+
+/* Count an event of a detached acquisition of name (in this database). */
+static void
+count_detached(const DlockHold *h, int event, int64 us)
+{
+	if (event >= 0)
+		dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
+						  (DlockStatEvent) event, DLOCK_SCOPE_DETACHED, us, 0);
 }
 
 /* the waited acquisition in progress (for giving it up) */
@@ -462,8 +456,11 @@ detached_exit(int code, Datum arg)
 	waiting_index = -1;
 }
 
-/* A free waiter block, claimed for ticket; -1 if none. */
-static int
+/*
+ * A free waiter block, claimed for ticket; -1 if none.  (Not inlined into
+ * acquire_waiting, whose PG_TRY gcc would then warn about.)
+ */
+static pg_noinline int
 claim_waiter(uint64 ticket)
 {
 	int			i;
@@ -519,6 +516,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	volatile bool check_client = false;
 	uint32		st;
 	int64		token;
+	TimestampTz start = GetCurrentTimestamp();
 
 	ticket = pg_atomic_fetch_add_u64(&dlock_shared->ticket_next, 1);
 	index = claim_waiter(ticket);
@@ -622,6 +620,8 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 		}
 		waiting_index = -1;
 		abandon(index, ticket);
+		count_detached(tmpl, dlock_stat_wait_error(geterrcode()),
+					   GetCurrentTimestamp() - start);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -640,6 +640,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 			if (!dlock_waiter_move(w, ticket, DLOCK_W_GRANTED, DLOCK_W_HELD))
 				continue;
 			record_acquired(tmpl, token, pid);
+			count_detached(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
 			return token;
 		}
 		if (st == DLOCK_W_ORPHANED)
@@ -650,6 +651,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 			 * acquisition happened, the lock is gone.
 			 */
 			(void) dlock_waiter_move(w, ticket, DLOCK_W_ORPHANED, DLOCK_W_FREE);
+			count_detached(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
 			return token;
 		}
 		break;
@@ -666,6 +668,9 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 		DlockError	error = w->error;
 
 		(void) dlock_waiter_move(w, ticket, DLOCK_W_ENDED, DLOCK_W_FREE);
+		count_detached(tmpl, result == DLOCK_RES_TIMEOUT ? DLOCK_STAT_TIMEOUT :
+					   result == DLOCK_RES_ERROR ? dlock_stat_wait_error(error.sqlerrcode) : -1,
+					   GetCurrentTimestamp() - start);
 		if (result == DLOCK_RES_TIMEOUT)
 			return 0;
 		if (result == DLOCK_RES_NO_TOKEN)
@@ -729,7 +734,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	h->role = GetUserId();
 	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
 	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
-	client_address(h->client);
+	dlock_client_address(MyBEEntry, h->client);
 	h->token = 0;
 
 	send_request(r, pid, procno);
@@ -737,10 +742,14 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	{
 		case DLOCK_RES_OK:
 			record_acquired(h, r->token, pid);
+			count_detached(h, DLOCK_STAT_ACQUIRED, -1);
 			PG_RETURN_INT64(r->token);
 		case DLOCK_RES_BUSY:
 			if (timeout_us == 0)
+			{
+				count_detached(h, DLOCK_STAT_BUSY, 0);
 				PG_RETURN_NULL();
+			}
 			token = acquire_waiting(&name, h, timeout_us < 0 ? 0 : start + timeout_us,
 									lease_us);
 			if (token == 0)

@@ -81,7 +81,9 @@ dlock_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(dlock_shmem_size());
+	RequestAddinShmemSpace(dlock_stats_shmem_size());
 	RequestNamedLWLockTranche("dlock", 1);
+	dlock_stats_shmem_request();
 }
 
 static void
@@ -134,6 +136,7 @@ dlock_shmem_startup(void)
 		pg_atomic_init_u64(&s->token_ceiling, 0);
 		pg_atomic_init_u64(&s->token_retry_at, 0);
 	}
+	dlock_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -183,6 +186,20 @@ _PG_init(void)
 							1000, 0, 1000000,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_stats",
+							"Entries (database, name and mode) the dlock_stats view keeps.",
+							"When a new name finds no room, the least used 5% of its part of the table are evicted.",
+							&dlock_max_stats,
+							5000, 100, 1000000,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("dlock.track_stats",
+							 "Counts acquisitions, waits, holds and lease expiries in dlock_stats.",
+							 NULL,
+							 &dlock_track_stats,
+							 true,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
 
 	prev_shmem_request_hook = shmem_request_hook;

@@ -25,6 +25,7 @@
  *              _release, and the requests to the processes that hold them
  *   holder.c   the processes that hold detached locks: the lock holder
  *              (immediate acquisitions) and one waiter per waited one
+ *   stats.c    lock statistics (dlock_stats): counting, eviction, the file
  *   name.c     names, keys, argument checks;  sha256.c  the hash
  */
 #ifndef DLOCK_H
@@ -44,7 +45,7 @@
 #include "compat.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
-#define DLOCK_VERSION "1.3"
+#define DLOCK_VERSION "1.4"
 
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255
@@ -352,6 +353,58 @@ extern int	dlock_token_reserve;
 extern bool dlock_allow_standby_locks;
 extern void dlock_require_preload(const char *detail);
 
+/* ---- statistics (stats.c) ---- */
+
+typedef enum DlockStatEvent
+{
+	DLOCK_STAT_ACQUIRED,		/* us: the wait, -1 if granted at once */
+	DLOCK_STAT_BUSY,			/* not granted, no wait */
+	DLOCK_STAT_TIMEOUT,			/* us: the wait */
+	DLOCK_STAT_DEADLOCK,		/* us: the wait */
+	DLOCK_STAT_CANCEL,			/* us: the wait */
+	DLOCK_STAT_RELEASED,		/* us: the hold */
+	DLOCK_STAT_EXPIRED			/* a lease enforced */
+} DlockStatEvent;
+
+/* the scope of an acquisition */
+#define DLOCK_SCOPE_SESSION		0
+#define DLOCK_SCOPE_XACT		1
+#define DLOCK_SCOPE_DETACHED	2
+
+extern bool dlock_track_stats;
+extern int	dlock_max_stats;
+extern Size dlock_stats_shmem_size(void);
+extern void dlock_stats_shmem_request(void);
+extern void dlock_stats_shmem_init(void);
+extern void dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name,
+									int namelen, DlockStatEvent ev, int scope, int64 us,
+									TimestampTz now);
+extern void dlock_stats_hold_ended(const DlockEntry *e);
+extern void dlock_stats_backend_setup(void);
+extern void dlock_stats_flush(void);
+
+/* Count an event, if statistics are kept and tracked. */
+static inline void
+dlock_stats_count(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
+				  DlockStatEvent ev, int scope, int64 us, TimestampTz now)
+{
+	if (dlock_track_stats && dlock_shared != NULL)
+		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, scope, us, now);
+}
+
+/* The event of an error that ended a wait (SQLSTATE), or -1: not counted. */
+static inline int
+dlock_stat_wait_error(int sqlerrcode)
+{
+	if (sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+		return DLOCK_STAT_DEADLOCK;
+	if (sqlerrcode == ERRCODE_QUERY_CANCELED)
+		return DLOCK_STAT_CANCEL;
+	if (sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		return DLOCK_STAT_TIMEOUT;	/* lock_timeout */
+	return -1;
+}
+
 /* slots.c: the shared slots (any backend) */
 extern Size dlock_slot_size(int entries);
 extern DlockSlot *dlock_slot(int i);
@@ -489,6 +542,14 @@ extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 
 /* sha256.c */
 extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
+
+/* view.c */
+extern Datum dlock_name_datum(const char *name, int namelen, bool *isnull);
+extern Datum dlock_database_name(Oid dbid, bool *isnull);
+extern void dlock_database_names_reset(void);
+extern Datum dlock_interval_datum(int64 us);
+struct PgBackendStatus;
+extern void dlock_client_address(const struct PgBackendStatus *be, char *buf);
 
 /* reaper.c */
 extern PGDLLEXPORT void dlock_reaper_main(Datum arg);

@@ -78,6 +78,8 @@ dlock_note_expiry(const DlockHold *h)
 	DlockShared *s = dlock_shared;
 	DlockExpired *x;
 
+	dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
+					  DLOCK_STAT_EXPIRED, 0, 0, 0);
 	SpinLockAcquire(&s->expired_lock);
 	x = &s->expired[s->expired_next];
 	s->expired_next = (s->expired_next + 1) % DLOCK_EXPIRED_RING;
@@ -109,6 +111,15 @@ dlock_find_expiry(Oid dbid, int64 key, int64 token, TimestampTz *when)
 	}
 	SpinLockRelease(&s->expired_lock);
 	return found;
+}
+
+/* A detached hold ended (released, expired, or its process exits). */
+static void
+hold_ended(const DlockHold *h)
+{
+	if (h->state == DLOCK_HOLD_HELD)
+		dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
+						  DLOCK_STAT_RELEASED, 0, GetCurrentTimestamp() - h->since, 0);
 }
 
 static void
@@ -214,6 +225,7 @@ holder_exit(int code, Datum arg)
 
 		if (h->state == DLOCK_HOLD_FREE)
 			continue;
+		hold_ended(h);
 		dlock_hold_begin(h);
 		h->state = DLOCK_HOLD_FREE;
 		dlock_hold_end(h);
@@ -259,6 +271,7 @@ holder_release(int i)
 			hash_search(by_key, k, HASH_REMOVE, NULL);
 	}
 	hash_search(by_token, &h->token, HASH_REMOVE, NULL);
+	hold_ended(h);
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
 	dlock_hold_end(h);
@@ -664,6 +677,7 @@ waiter_exit(int code, Datum arg)
 		return;					/* not ours any more */
 	if (w->hold.state != DLOCK_HOLD_FREE)
 	{
+		hold_ended(&w->hold);
 		dlock_hold_begin(&w->hold);
 		w->hold.state = DLOCK_HOLD_FREE;
 		dlock_hold_end(&w->hold);
@@ -770,6 +784,7 @@ waiter_release(void)
 
 	hold_locktag(&tag, h);
 	LockRelease(&tag, DlockLockMode(h->mode), true);
+	hold_ended(h);
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
 	dlock_hold_end(h);

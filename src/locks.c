@@ -127,6 +127,15 @@ release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
 		LockRelease(tag, lockmode, true);
 }
 
+/* Count a wait that ended without the lock (event -1: not counted). */
+static void
+count_wait_end(const DlockName *name, uint8 mode, int event, TimestampTz start)
+{
+	if (event >= 0)
+		dlock_stats_count(MyDatabaseId, name->key, mode, name->utf8, name->len,
+						  (DlockStatEvent) event, 0, GetCurrentTimestamp() - start, 0);
+}
+
 /*
  * Wait in the lock manager's queue.  With a timeout, lock_timeout is set to
  * it for this one wait and its expiry is turned into "not available"; any
@@ -150,7 +159,7 @@ release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
  */
 static LockAcquireResult
 wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us,
-			  int ref, const DlockName *name, uint8 mode)
+			  int ref, const DlockName *name, uint8 mode, TimestampTz start)
 {
 	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
 	int			saved_timeout = LockTimeout;
@@ -201,6 +210,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 			 * one would outlive it, unrecorded.
 			 */
 			release_if_held(tag, lockmode, xact);
+			count_wait_end(name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
 			FreeErrorData(edata);
 			PG_RE_THROW();
 		}
@@ -216,6 +226,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		if (stmt_armed && GetCurrentTimestamp() >= stmt_deadline)
 		{
 			release_if_held(tag, lockmode, xact);
+			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("canceling statement due to statement timeout")));
@@ -251,6 +262,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	LOCKTAG		tag;
 	int			ref;
 	LockAcquireResult res;
+	int64		waited_us = -1;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (can_wait)
@@ -276,14 +288,29 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	res = LockAcquire(&tag, lockmode, !xact, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
+		TimestampTz start;
+
 		dlock_forget_stale_session_hold(ref);
 		if (!can_wait || timeout_us == 0)
+		{
+			dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
+							  DLOCK_STAT_BUSY, 0, 0, 0);
 			return false;
-		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode);
+		}
+		start = GetCurrentTimestamp();
+		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
+		{
+			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
 			return false;
+		}
+		waited_us = Max(GetCurrentTimestamp() - start, 0);
 	}
 	record_grant(ref, &name, mode, xact, res == LOCKACQUIRE_OK, lease_us);
+	/* a new hold started at its grant: that is the time of this acquisition */
+	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
+					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
+					  waited_us, res == LOCKACQUIRE_OK ? dlock_entry_at(ref)->since : 0);
 	return true;
 }
 
@@ -341,6 +368,8 @@ dlock_unlock(PG_FUNCTION_ARGS)
 			e->nsession--;
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
+		if (released && !e->inuse)
+			dlock_stats_hold_ended(e);
 	}
 	PG_RETURN_BOOL(released);
 }
@@ -390,6 +419,8 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		e->nsession = 0;
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
+		if (released && !e->inuse)
+			dlock_stats_hold_ended(e);
 	}
 	PG_RETURN_INT32(count);
 }

@@ -239,10 +239,26 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 	}
 }
 
-/* At backend exit: the lock manager releases the locks, we forget them. */
+/*
+ * At backend exit: the lock manager releases the locks, we forget them
+ * (and count the holds that end with the session).
+ */
 static void
 backend_exit(int code, Datum arg)
 {
+	int			n = dlock_nrefs();
+	int			ref;
+
+	for (ref = 0; ref < n; ref++)
+	{
+		DlockEntry *e = dlock_entry_at(ref);
+
+		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
+			ref = dlock_my_cap - 1;	/* the rest of the slot is unused */
+		else if (e->inuse && e->nsession + e->nxact > 0)
+			dlock_stats_hold_ended(e);
+	}
+	dlock_stats_flush();
 	if (dlock_my_slot == NULL)
 		return;
 	dlock_change_begin(0);
@@ -282,6 +298,7 @@ dlock_backend_setup(void)
 		size *= 2;
 	index_alloc(size);
 	dlock_xact_setup();
+	dlock_stats_backend_setup();
 	dlock_ready = true;
 }
 

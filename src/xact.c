@@ -71,8 +71,9 @@ dlock_add_xact_hold(int ref)
 	n_xact_holds++;
 }
 
+/* ended: the lock manager released the lock (not so at PREPARE) */
 static void
-drop_xact_hold(int i)
+drop_xact_hold(int i, bool ended)
 {
 	int			ref = xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
@@ -82,6 +83,8 @@ drop_xact_hold(int i)
 		e->nxact--;
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
+	if (ended && !e->inuse)
+		dlock_stats_hold_ended(e);
 	xact_holds[i] = xact_holds[--n_xact_holds];
 }
 
@@ -116,7 +119,9 @@ xact_callback(XactEvent event, void *arg)
 									event != XACT_EVENT_PARALLEL_ABORT);
 			dlock_forget_released_expired();
 			while (n_xact_holds > 0)
-				drop_xact_hold(n_xact_holds - 1);
+				drop_xact_hold(n_xact_holds - 1, event != XACT_EVENT_PREPARE);
+			/* this transaction's lock statistics, into dlock_stats */
+			dlock_stats_flush();
 			break;
 		default:
 			break;
@@ -143,6 +148,6 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		/* the lock manager releases the locks of the subtransaction */
 		for (i = n_xact_holds - 1; i >= 0; i--)
 			if (xact_holds[i].subid == mySubid)
-				drop_xact_hold(i);
+				drop_xact_hold(i, true);
 	}
 }

@@ -28,6 +28,14 @@ granted or time out, acquisitions rolled back, leases that run out and
 extensions; afterwards no hold, waiter process, lock-table entry or waiter
 slot may be left, and the lock holder must never have restarted.
 
+dlock_stats must add up to what the workers saw, summed over the four
+names: acquisitions (every call that returned true, re-entries included),
+tries that found the name taken (busy), waits that timed out, deadlocks,
+leases enforced, and holds ended (acquisitions less re-entries: every hold
+ends).  Then a flood of new names evicts entries while other sessions keep
+reading the view: every read works and stays within the bound, and a name
+one session keeps using is kept, its counts exact.
+
 Rows of transaction-scope holds are written in the same transaction, so a
 holder cancelled by the reaper takes its rows with it.  The checks are about
 correctness, not speed: the numbers of operations are printed, not judged
@@ -37,6 +45,7 @@ import argparse
 import contextlib
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -58,6 +67,21 @@ PIDS = set()
 def count(what, n=1):
     with STATS_LOCK:
         STATS[what] = STATS.get(what, 0) + n
+
+
+def tally(what, n=1):
+    """What dlock_stats must show, summed over NAMES (the "stats:" counts)."""
+    count("stats: " + what, n)
+
+
+def outcome(ok, timeout):
+    """An acquisition call's result: acquired, busy (no wait) or timed out."""
+    if ok:
+        tally("acquisitions")
+    elif timeout in ("0", 0):
+        tally("busy")
+    else:
+        tally("timeouts")
 
 
 def violation(what):
@@ -145,11 +169,15 @@ class Worker(threading.Thread):
         how = self.rnd.choice(["try", "wait", "forever"])
         if how == "try":
             ok = self.x("SELECT dlock_try(%s, %s, %s)", (name, shared, lease))
+            outcome(ok, "0")
         elif how == "wait":
-            ok = self.x("SELECT dlock_lock(%s, %s, %s, %s)", (name, self.timeout(), shared, lease))
+            timeout = self.timeout()
+            ok = self.x("SELECT dlock_lock(%s, %s, %s, %s)", (name, timeout, shared, lease))
+            outcome(ok, timeout)
         else:
             ok = self.x("SELECT dlock_lock(%s)", (name,)) if not shared else \
                 self.x("SELECT dlock_lock(%s, shared => true)", (name,))
+            outcome(ok, None)
         count("session %s %s" % ("shared" if shared else "exclusive", "taken" if ok else "missed"))
         if not ok:
             return
@@ -157,6 +185,8 @@ class Worker(threading.Thread):
             expect(self.x("SELECT dlock_try(%s, %s)", (name, shared)) is True, "re-entry refused")
             expect(self.x("SELECT dlock_unlock(%s, %s)", (name, shared)) is True, "unlock of re-entry")
             count("re-entries")
+            tally("acquisitions")
+            tally("re-entries")
         if shared:
             self.inside_shared(name)
         else:
@@ -167,8 +197,10 @@ class Worker(threading.Thread):
     def op_xact(self, name):
         shared = self.rnd.random() < 0.3
         with self.transaction():
+            timeout = self.timeout()
             ok = self.x("SELECT dlock_lock_xact(%s, %s, %s, %s)",
-                        (name, self.timeout(), shared, self.rnd.choice([None, "1 min"])))
+                        (name, timeout, shared, self.rnd.choice([None, "1 min"])))
+            outcome(ok, timeout)
             count("transaction %s %s" % ("shared" if shared else "exclusive", "taken" if ok else "missed"))
             if ok:
                 if shared:
@@ -180,6 +212,7 @@ class Worker(threading.Thread):
         with self.transaction():
             self.x("SAVEPOINT s")
             ok = self.x("SELECT dlock_try_xact(%s)", (name,))
+            outcome(ok, "0")
             self.x("ROLLBACK TO SAVEPOINT s")
             if ok and self.x("SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid()") != 0:
                 violation("a lock outlived its rolled-back savepoint")
@@ -189,12 +222,16 @@ class Worker(threading.Thread):
         other = self.rnd.choice([n for n in NAMES if n != name])
         try:
             for nm in (name, other):
-                if not self.x("SELECT dlock_lock(%s, %s)", (nm, self.rnd.choice([None, "50ms"]))):
+                timeout = self.rnd.choice([None, "50ms"])
+                ok = self.x("SELECT dlock_lock(%s, %s)", (nm, timeout))
+                outcome(ok, timeout)
+                if not ok:
                     count("two names: timed out")
                     return
             count("two names: both taken")
         except psycopg2.errors.DeadlockDetected:
             count("two names: deadlock detected")
+            tally("deadlocks")
         finally:
             self.x("SELECT dlock_unlock_all()")
             if self.x("SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid()") != 0:
@@ -204,14 +241,23 @@ class Worker(threading.Thread):
         """Hold a transaction lock past a short lease: the reaper cancels."""
         try:
             with self.transaction():
-                if self.x("SELECT dlock_lock_xact(%s, '1s', lease => '200ms')", (name,)):
+                ok = self.x("SELECT dlock_lock_xact(%s, '1s', lease => '200ms')", (name,))
+                outcome(ok, "1s")
+                if ok:
                     self.enter_exclusive(name)  # and stays: it is cancelled
                     self.x("SELECT pg_sleep(3)")
                     violation("overstayed a lease without being cancelled")
         except psycopg2.errors.QueryCanceled:
             count("leases enforced (cancelled)")
+            tally("leases expired")
+        except psycopg2.errors.DeadlockDetected:
+            # its wait was in a cycle (queue order counts); an
+            # OperationalError too, so caught before that
+            count("deadlock detected (single-name waits)")
+            tally("deadlocks")
         except (psycopg2.OperationalError, psycopg2.InterfaceError):
             count("leases enforced (terminated)")
+            tally("leases expired")
             self.reconnect()
 
     def run(self):
@@ -231,6 +277,7 @@ class Worker(threading.Thread):
                         # order counts); it held nothing else, or its
                         # transaction is rolled back
                         count("deadlock detected (single-name waits)")
+                        tally("deadlocks")
             self.conn.close()
         except Exception as e:  # noqa: BLE001 - reported by the checks
             self.error = "%s: %s" % (type(e).__name__, e)
@@ -243,6 +290,8 @@ def setup():
     q(c, "CREATE TABLE stress_inside (name text PRIMARY KEY, pid int, token bigint)")
     q(c, "CREATE TABLE stress_shared (name text, pid int)")
     q(c, "CREATE TABLE stress_log (seq bigserial PRIMARY KEY, name text, token bigint)")
+    for n in NAMES:
+        q(c, "SELECT dlock_stats_reset(%s)", (n,))
     c.close()
 
 
@@ -421,6 +470,128 @@ def detached_soak(cycles, seed):
     c.close()
 
 
+def eviction_under_reads(seconds):
+    """
+    New names evict entries while other sessions read dlock_stats, and one
+    session keeps using one name: that entry is kept, and exact.
+    """
+    c = connect()
+    bound = q(c, "SELECT max_entries FROM dlock_stats_info")
+    evictions0 = q(c, "SELECT evictions FROM dlock_stats_info")
+    q(c, "SELECT dlock_stats_reset('stress-busy')")
+    c.close()
+    stop = threading.Event()
+    errors = []
+    reads = [0]
+    busy = [0]
+
+    def use_busy():
+        bc = connect(app="dlock-stress-busy")
+        try:
+            while not stop.is_set():
+                busy[0] += q(bc, "SELECT count(dlock_try('stress-busy') AND dlock_unlock('stress-busy')) "
+                                 "FROM generate_series(1, 100)")
+                time.sleep(0.01)
+        except Exception as e:  # noqa: BLE001
+            errors.append("busy name: %s" % e)
+        bc.close()
+
+    def flood(n):
+        fc = connect(app="dlock-stress-flood")
+        k = 0
+        try:
+            while not stop.is_set():
+                q(fc, "SELECT count(dlock_try(n) AND dlock_unlock(n)) FROM "
+                      "(SELECT 'flood-' || %s || '-' || g AS n FROM generate_series(%s, %s) g) s",
+                  (n, k, k + 999))
+                k += 1000
+        except Exception as e:  # noqa: BLE001
+            errors.append("flood: %s" % e)
+        fc.close()
+
+    def read():
+        rc = connect(app="dlock-stress-reader")
+        try:
+            while not stop.is_set():
+                n, entries = q(rc, "SELECT ARRAY[(SELECT count(*) FROM dlock_stats)::int, entries] FROM dlock_stats_info")
+                if n > bound or entries > bound:
+                    errors.append("over the bound: %d rows, %d entries, bound %d" % (n, entries, bound))
+                reads[0] += 1
+        except Exception as e:  # noqa: BLE001
+            errors.append("read: %s" % e)
+        rc.close()
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(2)] + \
+        [threading.Thread(target=read) for _ in range(2)] + [threading.Thread(target=use_busy)]
+    for t in threads:
+        t.start()
+    time.sleep(max(seconds / 2, 3))
+    stop.set()
+    for t in threads:
+        t.join(60)
+
+    @check("stress: dlock_stats stays readable and bounded while names are evicted; a busy name is kept, exact")
+    def t_eviction():
+        c = connect()
+        evictions = q(c, "SELECT evictions FROM dlock_stats_info")
+        kept = q(c, "SELECT ARRAY[acquisitions, released] FROM dlock_stats WHERE name = 'stress-busy'")
+        c.close()
+        print("#   %d reads of dlock_stats, %d evictions" % (reads[0], evictions - evictions0), flush=True)
+        expect(not errors, "errors: %r" % errors[:3])
+        expect(reads[0] > 0, "no read")
+        expect(evictions > evictions0, "nothing was evicted")
+        expect(busy[0] > 0, "the busy name was never taken")
+        expect(kept == [busy[0], busy[0]],
+               "the busy name: dlock_stats %r (acquisitions, released), the session %d" % (kept, busy[0]))
+
+    t_eviction()
+
+
+def readme_monitoring_queries():
+    """The SQL of README.md "Monitoring": its sql blocks, and each query of its
+    postgres_exporter YAML (the indented block after "query: |")."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    section = text.split("\n## Monitoring\n", 1)[1].split("\n## ", 1)[0]
+    queries = []
+    for lang, block in re.findall(r"```(sql|yaml)\n(.*?)```", section, re.S):
+        if lang == "sql":
+            queries.append(("sql", block))
+            continue
+        lines = block.split("\n")
+        for i, line in enumerate(lines):
+            if line.strip() == "query: |":
+                indent = len(lines[i + 1]) - len(lines[i + 1].lstrip())
+                sql = []
+                for more in lines[i + 1:]:
+                    if more.strip() and len(more) - len(more.lstrip()) < indent:
+                        break
+                    sql.append(more[indent:])
+                queries.append(("yaml " + lines[i - 1].strip().rstrip(":"), "\n".join(sql)))
+    return queries
+
+
+def readme_queries():
+    @check("README Monitoring: its queries and the postgres_exporter queries run and return rows")
+    def t_readme():
+        queries = readme_monitoring_queries()
+        expect(len([k for k, _ in queries if k == "sql"]) == 3, "not the three sql blocks")
+        expect(len([k for k, _ in queries if k.startswith("yaml")]) == 3, "not the three exporter queries")
+        c = connect()
+        with c.cursor() as cur:
+            for kind, sql in queries:
+                cur.execute(sql)
+                rows = cur.fetchall()
+                names = [d[0] for d in cur.description]
+                print("#   %s: %d rows, columns %s" % (kind, len(rows), ",".join(names)), flush=True)
+                if kind.startswith("yaml dlock_stats") or kind == "yaml dlock_locks":
+                    expect(rows, "%s returned no rows" % kind)
+        c.close()
+
+    t_readme()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -492,8 +663,34 @@ def main():
             expect(bad not in log, "the log says %r" % bad)
         expect(fault.reaper_pid() == reaper, "the reaper was restarted")
 
-    for t in (t_workers, t_exclusion, t_tokens, t_coverage, t_clean):
+    @check("stress: dlock_stats adds up to what the sessions did")
+    def t_stats():
+        c = connect()
+        got = q(c, """SELECT json_build_object(
+                        'acquisitions', sum(acquisitions), 'busy', sum(busy),
+                        'timeouts', sum(timeouts), 'deadlocks', sum(deadlocks),
+                        'cancels', sum(cancels), 'released', sum(released),
+                        'leases expired', sum(leases_expired),
+                        'waited', sum(waited), 'immediate', sum(immediate))
+                      FROM dlock_stats WHERE name = ANY(%s) AND database = current_database()""",
+                (NAMES,))
+        c.close()
+        want = {k[len("stats: "):]: v for k, v in STATS.items() if k.startswith("stats: ")}
+        print("#   dlock_stats %s" % ({k: got[k] for k in sorted(got)},), flush=True)
+        for k in ("acquisitions", "busy", "timeouts", "deadlocks", "leases expired"):
+            expect(got[k] == want.get(k, 0), "%s: dlock_stats %s, the sessions %s" % (k, got[k], want.get(k, 0)))
+        expect(got["cancels"] == 0, "cancels: %s, none happened" % got["cancels"])
+        expect(got["released"] == want.get("acquisitions", 0) - want.get("re-entries", 0),
+               "released: %s, holds ended: %s" % (got["released"],
+                                                  want.get("acquisitions", 0) - want.get("re-entries", 0)))
+        expect(got["waited"] + got["immediate"] == got["acquisitions"], "waited + immediate != acquisitions")
+        expect(got["waited"] > 0 and got["deadlocks"] > 0 and got["timeouts"] > 0,
+               "no waits, deadlocks or timeouts: the check proves little")
+
+    for t in (t_workers, t_exclusion, t_tokens, t_coverage, t_clean, t_stats):
         t()
+    eviction_under_reads(args.seconds)
+    readme_queries()
     detached_soak(int(os.environ.get("DLOCK_SOAK_CYCLES", 200000)), args.seed)
     print("# all stress tests ran")
     return 0 if all(ok for _, ok in RESULTS) else 1

@@ -1,0 +1,127 @@
+-- dlock_stats in one session: what is counted, reset, tracking off, the
+-- bound and eviction (waits ended by others, deadlocks: isolation spec
+-- stats; kept across restarts: TAP 016; counters under load: stress)
+SET client_min_messages = warning;
+RESET client_min_messages;
+SELECT dlock_stats_reset();
+
+CREATE FUNCTION st(n text) RETURNS TABLE (mode text, acq bigint, imm bigint, waited bigint,
+    sess bigint, xact bigint, det bigint, busy bigint, timeouts bigint, deadlocks bigint,
+    cancels bigint, released bigint, expired bigint)
+LANGUAGE sql AS $$
+  SELECT mode, acquisitions, immediate, waited, session_acquisitions, xact_acquisitions,
+         detached_acquisitions, busy, timeouts, deadlocks, cancels, released, leases_expired
+    FROM dlock_stats WHERE name = n AND database = current_database() ORDER BY mode
+$$;
+
+\d dlock_stats
+\d dlock_stats_info
+
+-- session scope, re-entered: two acquisitions, one hold
+SELECT clock_timestamp() AS t0 \gset
+SELECT dlock_try('s'), dlock_lock('s'), dlock_unlock('s'), dlock_unlock('s');
+SELECT * FROM st('s');
+SELECT key = dlock_key('s') AS key_ok, last_acquired BETWEEN :'t0' AND clock_timestamp() AS last_ok,
+       hold_time_total >= '0' AND hold_time_total = hold_time_max AS hold_ok,
+       wait_time_total = '0' AND wait_time_max = '0' AS no_wait
+  FROM dlock_stats WHERE name = 's';
+-- transaction scope, and the shared mode is a row of its own
+BEGIN;
+SELECT dlock_try_xact('s', shared => true), dlock_lock_xact('s', shared => true);
+SELECT * FROM st('s');
+COMMIT;
+SELECT * FROM st('s');
+-- a hold's time runs from its first grant to its end
+SELECT dlock_try('held');
+SELECT pg_sleep(0.2);
+SELECT dlock_unlock('held');
+SELECT hold_time_total >= '0.2 s' AND hold_time_total < '10 s' AS held_long_enough FROM dlock_stats WHERE name = 'held';
+-- a subtransaction's lock ends with its rollback
+BEGIN;
+SAVEPOINT a;
+SELECT dlock_try_xact('sub');
+ROLLBACK TO a;
+COMMIT;
+SELECT * FROM st('sub');
+
+-- taken by another holder (a detached lock, held by the server): busy,
+-- then a wait that times out, then lock_timeout and statement_timeout
+SELECT dlock_acquire('taken', '1 minute') AS tok \gset
+SELECT dlock_try('taken') AS try, dlock_acquire('taken', '1 minute') AS acquire_again;
+SELECT dlock_lock('taken', '0.1 s') AS timed_out;
+SET lock_timeout = '100ms';
+SELECT dlock_lock('taken');
+RESET lock_timeout;
+SET statement_timeout = '100ms';
+SELECT dlock_lock('taken');
+RESET statement_timeout;
+SELECT * FROM st('taken');
+SELECT wait_time_total >= '0.3 s' AS waited_all, wait_time_max >= '0.1 s' AS longest,
+       wait_time_max <= wait_time_total AS max_le_total
+  FROM dlock_stats WHERE name = 'taken';
+-- a wait that gets the lock: the detached lock's lease runs out meanwhile
+SELECT dlock_extend('taken', :tok, '0.3 s') IS NOT NULL AS shortened;
+SELECT dlock_lock('taken', '10 s') AS got_it;
+SELECT dlock_unlock('taken');
+SELECT * FROM st('taken');
+SELECT wait_time_max >= '0.1 s' AS waited FROM dlock_stats WHERE name = 'taken';
+
+-- detached: immediate, busy, released with its hold time, and an expiry
+SELECT dlock_acquire('d', '1 minute') AS d \gset
+SELECT dlock_acquire('d', '1 minute') AS busy_again;
+SELECT dlock_release('d', :d);
+SELECT dlock_acquire('d-short', '0.1 s') IS NOT NULL AS acquired;
+SELECT pg_sleep(1.5);
+SELECT * FROM st('d');
+SELECT * FROM st('d-short');
+
+-- a transaction-scope lease enforced by the reaper: the transaction is cancelled
+BEGIN;
+SELECT dlock_try_xact('lx', lease => '0.1 s');
+SELECT pg_sleep(5);
+ROLLBACK;
+SELECT * FROM st('lx');
+
+-- reset: one name (both modes, this database), then everything
+SELECT count(*) AS names_before FROM dlock_stats WHERE database = current_database() \gset
+SELECT dlock_stats_reset('s');
+SELECT count(*) FROM st('s');
+SELECT count(*) = :names_before - 2 AS only_s_gone FROM dlock_stats WHERE database = current_database();
+SELECT stats_reset AS r0 FROM dlock_stats_info \gset
+SELECT dlock_stats_reset();
+SELECT count(*) FROM dlock_stats;
+SELECT evictions, stats_reset > :'r0' AS reset_moved, entries FROM dlock_stats_info;
+-- a NULL name, or no argument: everything; a bad name: the usual error
+SELECT dlock_stats_reset(NULL);
+SELECT dlock_stats_reset('');
+
+-- tracking off (superusers only): nothing counted
+SET dlock.track_stats = off;
+SELECT dlock_try('untracked'), dlock_unlock('untracked');
+RESET dlock.track_stats;
+SELECT count(*) FROM st('untracked');
+
+-- who may do what: everyone reads, reset and tracking are the superuser's
+CREATE ROLE dlock_stats_user;
+SET ROLE dlock_stats_user;
+SELECT dlock_try('by-user'), dlock_unlock('by-user');
+SELECT name, acquisitions FROM dlock_stats WHERE name = 'by-user';
+SELECT max_entries >= 5000 AS bounded FROM dlock_stats_info;
+SELECT dlock_stats_reset();
+SET dlock.track_stats = off;
+RESET ROLE;
+DROP ROLE dlock_stats_user;
+
+-- the bound: more names than dlock.max_stats evicts the least used, keeps
+-- the busy ones, and counts what went
+SELECT count(dlock_try('hot') AND dlock_unlock('hot')) FROM generate_series(1, 200);
+SELECT count(dlock_try('cold-' || g) AND dlock_unlock('cold-' || g))
+  FROM generate_series(1, (SELECT max_entries + 1000 FROM dlock_stats_info)) g;
+SELECT evictions > 0 AS evicted, entries <= max_entries AS within_bound,
+       entries = (SELECT count(*) FROM dlock_stats) AS view_agrees
+  FROM dlock_stats_info;
+SELECT acquisitions FROM dlock_stats WHERE name = 'hot';
+SELECT count(*) < 1000 AS first_cold_ones_gone FROM dlock_stats WHERE name ~ '^cold-[0-9]{1,3}$';
+
+SELECT dlock_stats_reset();
+DROP FUNCTION st(text);

@@ -1,0 +1,96 @@
+# dlock_stats across server lives: kept across a clean restart (the file is
+# written at shutdown and removed once read), dropped after a crash and after
+# an immediate shutdown (both are crash recovery); a lower dlock.max_stats
+# keeps what fits; a standby keeps its own statistics.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DlockTest;
+
+my $node = dlock_node('stats');
+my $file = $node->data_dir . '/pg_stat/dlock.stat';
+
+sub counts
+{
+	my ($name) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce((SELECT acquisitions || '/' || released || '/' || timeouts FROM dlock_stats WHERE name = '$name' AND mode = 'exclusive'), 'none')");
+}
+
+# some history: 3 acquisitions, 3 releases and a timeout
+$node->safe_psql('postgres', q{
+	SELECT dlock_try('kept'), dlock_unlock('kept');
+	SELECT dlock_try('kept'), dlock_unlock('kept');
+	SELECT dlock_try('kept'), dlock_unlock('kept');
+});
+my $holder = $node->background_psql('postgres');
+$holder->query_safe("SELECT dlock_try('kept', shared => true)");
+$node->safe_psql('postgres', "SELECT dlock_lock('kept', timeout => '0.1 s')");
+$holder->quit;
+is(counts('kept'), '3/3/1', 'counted before the restart');
+my $info = $node->safe_psql('postgres', 'SELECT stats_reset FROM dlock_stats_info');
+
+# a clean (fast) restart keeps them, and their reset time
+$node->restart;
+is(counts('kept'), '3/3/1', 'kept across a clean restart');
+is($node->safe_psql('postgres', 'SELECT stats_reset FROM dlock_stats_info'), $info,
+	'the reset time too');
+ok(!-e $file, 'the file is removed once read');
+is($node->safe_psql('postgres', "SELECT acquisitions FROM dlock_stats WHERE name = 'kept' AND mode = 'shared'"),
+	'1', 'the shared mode has its own row');
+
+# a smart shutdown too
+$node->stop('smart');
+ok(-e $file, 'a smart shutdown writes the file');
+$node->start;
+is(counts('kept'), '3/3/1', 'kept across a smart shutdown');
+
+# a crash: every process ends, shared memory starts over, and so do the statistics
+my $bg = $node->background_psql('postgres');
+crash_via($node, $bg);
+is(counts('kept'), 'none', 'gone after a crash');
+$node->safe_psql('postgres', "SELECT dlock_try('after-crash'), dlock_unlock('after-crash')");
+is(counts('after-crash'), '1/1/0', 'counting again after the crash');
+
+# an immediate shutdown is crash recovery at the next start: nothing kept
+$node->stop('immediate');
+ok(!-e $file, 'an immediate shutdown writes no file');
+$node->start;
+is(counts('after-crash'), 'none', 'gone after an immediate shutdown');
+
+# a lower bound keeps what fits: 300 names, then dlock.max_stats = 100
+$node->safe_psql('postgres',
+	"SELECT count(dlock_try('n-' || g) AND dlock_unlock('n-' || g)) FROM generate_series(1, 300) g");
+is($node->safe_psql('postgres', 'SELECT entries FROM dlock_stats_info'), '300', '300 names counted');
+$node->append_conf('postgresql.conf', "dlock.max_stats = 100\n");
+$node->restart;
+my ($entries, $max) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT entries, max_entries FROM dlock_stats_info');
+is($max, 128, 'dlock.max_stats 100: 128 entries (rounded up to 32 parts of 4)');
+cmp_ok($entries, '<=', $max, 'what was read back fits the new bound');
+cmp_ok($entries, '>', 0, 'and something was kept');
+# and the bound holds under new names, counting evictions
+$node->safe_psql('postgres',
+	"SELECT count(dlock_try('m-' || g) AND dlock_unlock('m-' || g)) FROM generate_series(1, 1000) g");
+my ($entries2, $evictions) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT entries, evictions FROM dlock_stats_info');
+cmp_ok($entries2, '<=', $max, 'never more than the bound');
+cmp_ok($evictions, '>=', 1000 + $entries - $max, 'every name that did not fit evicted one');
+
+# a file that is not ours (another layout) is ignored, with a log line
+$node->stop;
+open(my $fh, '>', $file) or die "cannot write $file: $!";
+print $fh 'not a dlock statistics file';
+close $fh;
+my $off = -s $node->logfile;
+$node->start;
+$node->wait_for_log(qr/ignoring dlock statistics file/, $off);
+is($node->safe_psql('postgres', 'SELECT entries FROM dlock_stats_info'), '0',
+	'a foreign file: empty statistics');
+ok(!-e $file, 'and the file is removed');
+
+$node->stop;
+done_testing();

@@ -30,19 +30,29 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 CREATE VIEW dlock_stats_info AS SELECT * FROM dlock_stats_info();
 GRANT SELECT ON dlock_stats_info TO PUBLIC;
 
-CREATE FUNCTION dlock_stats_reset(name text DEFAULT NULL)
+-- everything, or one name (strict: a NULL name resets nothing)
+CREATE FUNCTION dlock_stats_reset()
 RETURNS void
 AS 'MODULE_PATHNAME', 'dlock_stats_reset'
-LANGUAGE C VOLATILE PARALLEL SAFE;
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE FUNCTION dlock_stats_reset(name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dlock_stats_reset'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
 -- as pg_stat_statements_reset: superusers, and whom they grant it to
+REVOKE ALL ON FUNCTION dlock_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION dlock_stats_reset(text) FROM PUBLIC;
 
 COMMENT ON VIEW dlock_stats IS
 'lock statistics per database, name and mode: acquisitions, waits, timeouts, deadlocks, cancels, hold times, lease expiries';
 COMMENT ON VIEW dlock_stats_info IS
 'the dlock_stats table: entries evicted, when it was last reset, entries in use and its bound (dlock.max_stats)';
+COMMENT ON FUNCTION dlock_stats_reset() IS
+'forget all lock statistics, and the evictions; stats_reset becomes now';
 COMMENT ON FUNCTION dlock_stats_reset(text) IS
-'forget the statistics of one name (both modes, this database), or with no name all of them';
+'forget the statistics of one name (both modes, this database)';
 
 -- dlock_locks: read in one pass over the lock table (the 1.3 view joined
 -- pg_locks with dlock_names(), which the planner could rescan for every

@@ -91,8 +91,10 @@ SELECT stats_reset AS r0 FROM dlock_stats_info \gset
 SELECT dlock_stats_reset();
 SELECT count(*) FROM dlock_stats;
 SELECT evictions, stats_reset > :'r0' AS reset_moved, entries FROM dlock_stats_info;
--- a NULL name, or no argument: everything; a bad name: the usual error
+-- a NULL name resets nothing (strict); a bad name: the usual error
+SELECT dlock_try('kept-by-null'), dlock_unlock('kept-by-null');
 SELECT dlock_stats_reset(NULL);
+SELECT count(*) FROM st('kept-by-null');
 SELECT dlock_stats_reset('');
 
 -- tracking off (superusers only): nothing counted
@@ -100,6 +102,19 @@ SET dlock.track_stats = off;
 SELECT dlock_try('untracked'), dlock_unlock('untracked');
 RESET dlock.track_stats;
 SELECT count(*) FROM st('untracked');
+-- a hold is counted to its end if its start was, whatever the setting says by then
+SET dlock.track_stats = off;
+SELECT dlock_try('started-off');
+SELECT dlock_acquire('detached-off', '0.1 s') IS NOT NULL AS acquired;
+RESET dlock.track_stats;
+SELECT dlock_unlock('started-off');
+SELECT dlock_try('started-on');
+SET dlock.track_stats = off;
+SELECT dlock_unlock('started-on');
+RESET dlock.track_stats;
+SELECT pg_sleep(1.2);   -- the detached lock's lease runs out: not counted either
+SELECT name, acquisitions, released, leases_expired FROM dlock_stats
+ WHERE name IN ('started-off', 'started-on', 'detached-off') ORDER BY name;
 
 -- who may do what: everyone reads, reset and tracking are the superuser's
 CREATE ROLE dlock_stats_user;

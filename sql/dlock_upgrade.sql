@@ -87,7 +87,8 @@ SELECT f.relname FROM fresh_view_comments f
  WHERE obj_description(c.oid, 'pg_class') IS DISTINCT FROM f.comment;
 SELECT count(*) FROM my_waiters;
 SELECT acquisitions, released FROM dlock_stats WHERE name = 'counted-across';
-SELECT has_function_privilege('public', 'dlock_stats_reset(text)', 'EXECUTE') AS public_may_reset;
+SELECT has_function_privilege('public', 'dlock_stats_reset(text)', 'EXECUTE') AS public_may_reset_one,
+       has_function_privilege('public', 'dlock_stats_reset()', 'EXECUTE') AS public_may_reset_all;
 DROP VIEW my_waiters;
 SELECT dlock_release('held-across-versions', :across);
 DROP FUNCTION dlock_objects();

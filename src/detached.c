@@ -377,7 +377,7 @@ record_acquired(const DlockHold *h, int64 token, int holder)
 static void
 count_detached(const DlockHold *h, int event, int64 us)
 {
-	if (event >= 0)
+	if (event >= 0 && h->counted)
 		dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
 						  (DlockStatEvent) event, DLOCK_SCOPE_DETACHED, us, 0);
 }
@@ -736,6 +736,8 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
 	dlock_client_address(MyBEEntry, h->client);
 	h->token = 0;
+	/* its end and expiry are counted by the holding process if this is */
+	h->counted = dlock_stats_tracking();
 
 	send_request(r, pid, procno);
 	switch (r->result)

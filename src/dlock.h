@@ -121,7 +121,8 @@ typedef struct DlockEntry
 	uint8		inuse;
 	uint8		mode;			/* DlockMode */
 	uint8		waiting;		/* DLOCK_WAIT_* */
-	uint8		pad;
+	uint8		counted;		/* its acquisition was counted in dlock_stats,
+								 * so its end is too */
 	uint16		namelen;
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
 } DlockEntry;
@@ -162,6 +163,8 @@ typedef struct DlockHold
 	uint8		state;			/* DLOCK_HOLD_* */
 	uint8		mode;			/* DlockMode */
 	uint16		namelen;
+	bool		counted;		/* its acquisition was counted in dlock_stats,
+								 * so its end and lease expiry are too */
 	Oid			dbid;
 	Oid			role;
 	int64		key;
@@ -383,13 +386,32 @@ extern void dlock_stats_hold_ended(const DlockEntry *e);
 extern void dlock_stats_backend_setup(void);
 extern void dlock_stats_flush(void);
 
+/* Are statistics kept and tracked? */
+static inline bool
+dlock_stats_tracking(void)
+{
+	return dlock_track_stats && dlock_shared != NULL;
+}
+
 /* Count an event, if statistics are kept and tracked. */
 static inline void
 dlock_stats_count(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
 				  DlockStatEvent ev, int scope, int64 us, TimestampTz now)
 {
-	if (dlock_track_stats && dlock_shared != NULL)
+	if (dlock_stats_tracking())
 		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, scope, us, now);
+}
+
+/*
+ * Count the end of a hold, or its lease's expiry, if its start was counted
+ * (whatever dlock.track_stats says now).
+ */
+static inline void
+dlock_stats_count_counted(bool counted, Oid dbid, int64 key, uint8 mode, const char *name,
+						  int namelen, DlockStatEvent ev, int64 us)
+{
+	if (counted && dlock_shared != NULL)
+		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, 0, us, 0);
 }
 
 /* The event of an error that ended a wait (SQLSTATE), or -1: not counted. */
@@ -410,6 +432,8 @@ extern Size dlock_slot_size(int entries);
 extern DlockSlot *dlock_slot(int i);
 extern uint32 dlock_read_begin(pg_atomic_uint32 *changecount, int *tries);
 extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
+extern int	dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid,
+									Oid *dbid);
 
 /*
  * slots.c: this backend's entries.  A "ref" names one: 0 .. dlock_my_cap-1

@@ -78,8 +78,8 @@ dlock_note_expiry(const DlockHold *h)
 	DlockShared *s = dlock_shared;
 	DlockExpired *x;
 
-	dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
-					  DLOCK_STAT_EXPIRED, 0, 0, 0);
+	dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
+							  DLOCK_STAT_EXPIRED, 0);
 	SpinLockAcquire(&s->expired_lock);
 	x = &s->expired[s->expired_next];
 	s->expired_next = (s->expired_next + 1) % DLOCK_EXPIRED_RING;
@@ -118,8 +118,8 @@ static void
 hold_ended(const DlockHold *h)
 {
 	if (h->state == DLOCK_HOLD_HELD)
-		dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
-						  DLOCK_STAT_RELEASED, 0, GetCurrentTimestamp() - h->since, 0);
+		dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
+								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since);
 }
 
 static void
@@ -384,6 +384,7 @@ holder_acquire(DlockRequest *r)
 	dlock_hold_begin(h);
 	h->mode = req->mode;
 	h->namelen = req->namelen;
+	h->counted = req->counted;
 	h->dbid = req->dbid;
 	h->role = req->role;
 	h->key = req->key;

@@ -86,6 +86,8 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool fresh,
 	{
 		dlock_entry_start(ref, name, mode);
 		e->token = token;
+		/* its end is counted if its start is (dlock.track_stats may change) */
+		e->counted = dlock_stats_tracking();
 	}
 	e->waiting = DLOCK_WAIT_NONE;
 	if (xact)

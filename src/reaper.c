@@ -110,8 +110,8 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 	}
 
 	if (a->stage == 0)
-		dlock_stats_count(copy->dbid, e->key, e->mode, e->name, e->namelen,
-						  DLOCK_STAT_EXPIRED, 0, 0, 0);
+		dlock_stats_count_counted(e->counted, copy->dbid, e->key, e->mode, e->name,
+								  e->namelen, DLOCK_STAT_EXPIRED, 0);
 	if (a->stage == 0 || (a->stage == 1 && session))
 	{
 		if (session)

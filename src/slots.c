@@ -217,6 +217,31 @@ dlock_read_begin(pg_atomic_uint32 *changecount, int *tries)
 	}
 }
 
+/*
+ * Copy a slot's entries in use so far into buf (room for cap entries), with
+ * its pid and database; -1 (nothing copied) if they do not fit.
+ */
+int
+dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid *dbid)
+{
+	int			tries = 0;
+
+	for (;;)
+	{
+		uint32		before = dlock_read_begin(&src->changecount, &tries);
+		int			n = src->nused;
+
+		if (n < 0 || n > dlock_shared->entries_per_slot)
+			n = 0;				/* torn read; the recheck below retries */
+		*pid = src->pid;
+		*dbid = src->dbid;
+		if (n <= cap)
+			memcpy(buf, src->entries, sizeof(DlockEntry) * n);
+		if (dlock_read_done(&src->changecount, before))
+			return n <= cap ? n : -1;
+	}
+}
+
 void
 dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 {
@@ -240,11 +265,14 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 }
 
 /*
- * At backend exit: the lock manager releases the locks, we forget them
- * (and count the holds that end with the session).
+ * Before the backend's exit releases its locks (ShutdownPostgres, which runs
+ * after this): the holds that end with the session, counted in dlock_stats.
+ * A hold that the lock manager no longer has (released behind dlock's back)
+ * ended at a time nobody knows, and is not counted.  Nothing is counted for
+ * these entries after this (the transaction's abort frees them later).
  */
 static void
-backend_exit(int code, Datum arg)
+backend_exit_holds(int code, Datum arg)
 {
 	int			n = dlock_nrefs();
 	int			ref;
@@ -254,10 +282,24 @@ backend_exit(int code, Datum arg)
 		DlockEntry *e = dlock_entry_at(ref);
 
 		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
-			ref = dlock_my_cap - 1;	/* the rest of the slot is unused */
-		else if (e->inuse && e->nsession + e->nxact > 0)
+		{
+			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
+			continue;
+		}
+		if (!e->inuse || !e->counted)
+			continue;
+		if (e->nsession + e->nxact > 0 && dlock_entry_lock_held(e))
 			dlock_stats_hold_ended(e);
+		dlock_change_begin(ref);
+		e->counted = 0;
+		dlock_change_end(ref);
 	}
+}
+
+/* At backend exit: the lock manager released the locks, we forget them. */
+static void
+backend_exit(int code, Datum arg)
+{
 	dlock_stats_flush();
 	if (dlock_my_slot == NULL)
 		return;
@@ -291,6 +333,7 @@ dlock_backend_setup(void)
 			dlock_my_slot->entries[i].inuse = 0;
 		dlock_change_end(0);
 		on_shmem_exit(backend_exit, (Datum) 0);
+		before_shmem_exit(backend_exit_holds, (Datum) 0);
 	}
 	free_in_slot = dlock_my_cap;
 	sweep_credit = sweep_cost = dlock_my_cap;
@@ -468,6 +511,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode)
 	e->lease_expires = 0;
 	e->lease_us = 0;
 	e->since = GetCurrentTimestamp();
+	e->counted = 0;
 	e->inuse = 1;
 }
 

@@ -108,6 +108,8 @@ typedef struct DlockStatsPart
 	int			count;			/* entries in use */
 	int			free_head;		/* -1: none */
 	int64		evictions;
+	double		new_usage;		/* a new entry's usage: the highest usage the
+								 * last eviction dropped */
 } DlockStatsPart;
 
 typedef struct DlockStatsShared
@@ -217,40 +219,96 @@ index_add(int p, int x)
 	index[i] = x;
 }
 
-/* After entries of part p were removed: the index from what is left. */
+/* Take entry x out of part p's index, moving later entries of its run back. */
 static void
-index_rebuild(int p)
+index_remove(int p, int x)
 {
 	int32	   *index = part_index(p);
-	int			i;
+	uint32		mask = stats->index_mask;
+	DlockStatsEntry *e = part_entry(p, x);
+	uint32		i = (stats_hash(e->r.dbid, e->r.key, e->r.mode) / DLOCK_STATS_PARTS) & mask;
+	uint32		j;
 
-	for (i = 0; i <= (int) stats->index_mask; i++)
-		index[i] = -1;
-	for (i = 0; i < stats->cap; i++)
-		if (part_entry(p, i)->inuse)
-			index_add(p, i);
+	while (index[i] >= 0 && index[i] != x)
+		i = (i + 1) & mask;
+	if (index[i] < 0)
+		return;
+	j = i;
+	for (;;)
+	{
+		uint32		home;
+		DlockStatsEntry *o;
+
+		j = (j + 1) & mask;
+		if (index[j] < 0)
+			break;
+		o = part_entry(p, index[j]);
+		home = (stats_hash(o->r.dbid, o->r.key, o->r.mode) / DLOCK_STATS_PARTS) & mask;
+		/* move j into the gap at i unless its home lies in (i, j] */
+		if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
+		{
+			index[i] = index[j];
+			i = j;
+		}
+	}
+	index[i] = -1;
 }
 
-/* Drop entry x of part p (exclusive lock held); the index is rebuilt later. */
+/* Drop entry x of part p (exclusive lock held), and from its index. */
 static void
 entry_remove(int p, int x)
 {
 	DlockStatsPart *part = &stats->parts[p];
 	DlockStatsEntry *e = part_entry(p, x);
 
+	index_remove(p, x);
 	e->inuse = false;
 	e->next_free = part->free_head;
 	part->free_head = x;
 	part->count--;
 }
 
-static int
-usage_cmp(const void *a, const void *b)
+/*
+ * Reorder r[0 .. n) so that its k lowest usages come first (Hoare's
+ * selection: linear on average, where a sort would cost n log n on every
+ * eviction).
+ */
+static void
+select_lowest(UsageRank *r, int n, int k)
 {
-	double		x = ((const UsageRank *) a)->usage;
-	double		y = ((const UsageRank *) b)->usage;
+	int			lo = 0;
+	int			hi = n - 1;
 
-	return x < y ? -1 : x > y ? 1 : 0;
+	while (lo < hi)
+	{
+		double		pivot = r[lo + (hi - lo) / 2].usage;
+		int			i = lo;
+		int			j = hi;
+
+		while (i <= j)
+		{
+			while (r[i].usage < pivot)
+				i++;
+			while (r[j].usage > pivot)
+				j--;
+			if (i <= j)
+			{
+				UsageRank	t = r[i];
+
+				r[i] = r[j];
+				r[j] = t;
+				i++;
+				j--;
+			}
+		}
+		/* r[lo .. j] <= pivot <= r[i .. hi] */
+		if (k - 1 <= j)
+			hi = j;
+		else if (k - 1 >= i)
+			lo = i;
+		else
+			return;
+	}
 }
 
 /*
@@ -281,7 +339,6 @@ part_evict(int p)
 		if (least >= 0)
 			entry_remove(p, least);
 		part->evictions++;
-		index_rebuild(p);
 		return;
 	}
 	for (i = 0; i < stats->cap; i++)
@@ -294,14 +351,17 @@ part_evict(int p)
 		ranks[n].entry = i;
 		n++;
 	}
-	qsort(ranks, n, sizeof(UsageRank), usage_cmp);
 	drop = Min(drop, n);
+	select_lowest(ranks, n, drop);
+	part->new_usage = 0;
 	for (i = 0; i < drop; i++)
+	{
+		part->new_usage = Max(part->new_usage, ranks[i].usage);
 		entry_remove(p, ranks[i].entry);
+	}
 	for (i = drop; i < n; i++)
 		part_entry(p, ranks[i].entry)->r.c.usage *= DLOCK_STATS_DECAY;
 	part->evictions += drop;
-	index_rebuild(p);
 }
 
 /* A new entry in part p (exclusive lock held, or alone at start-up). */
@@ -326,6 +386,8 @@ entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	e->r.mode = mode;
 	e->r.namelen = Min(namelen, DLOCK_NAME_MAX);
 	memcpy(e->r.name, name, e->r.namelen);
+	/* not the first to go at the next eviction, just for being new */
+	e->r.c.usage = part->new_usage;
 	e->inuse = true;
 	index_add(p, x);
 	return e;
@@ -444,7 +506,8 @@ add_to_table(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
 #define DLOCK_STATS_PENDING 64
 #define PENDING_INDEX (DLOCK_STATS_PENDING * 2)
 
-static DlockStatsRecord *pending = NULL;	/* NULL: count into the table */
+static DlockStatsRecord pending[DLOCK_STATS_PENDING];
+static bool pending_on = false;	/* false: count into the table */
 static int	npending = 0;
 static int16 pending_index[PENDING_INDEX];	/* -1: empty */
 
@@ -452,12 +515,11 @@ static int16 pending_index[PENDING_INDEX];	/* -1: empty */
 void
 dlock_stats_backend_setup(void)
 {
-	if (stats == NULL || MyBackendType != B_BACKEND || pending != NULL)
+	if (stats == NULL || MyBackendType != B_BACKEND || pending_on)
 		return;
-	pending = MemoryContextAlloc(TopMemoryContext,
-								 sizeof(DlockStatsRecord) * DLOCK_STATS_PENDING);
 	memset(pending_index, -1, sizeof(pending_index));
 	npending = 0;
+	pending_on = true;
 }
 
 /* Add this backend's pending counts to the table. */
@@ -466,7 +528,7 @@ dlock_stats_flush(void)
 {
 	int			i;
 
-	if (pending == NULL || npending == 0)
+	if (npending == 0)
 		return;
 	for (i = 0; i < npending; i++)
 	{
@@ -527,7 +589,7 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 		return;
 	if (ev == DLOCK_STAT_ACQUIRED && now == 0)
 		now = GetCurrentTimestamp();
-	if (pending != NULL)
+	if (pending_on)
 	{
 		count_event(pending_counts(dbid, key, mode, name, namelen), ev, scope, us, now);
 		return;
@@ -541,7 +603,7 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 void
 dlock_stats_hold_ended(const DlockEntry *e)
 {
-	if (!dlock_track_stats || stats == NULL || e->since == 0)
+	if (!e->counted || stats == NULL)
 		return;
 	dlock_stats_count_event(MyDatabaseId, e->key, e->mode, e->name, e->namelen,
 							DLOCK_STAT_RELEASED, 0,
@@ -582,6 +644,7 @@ dlock_stats_shmem_init(void)
 		part->lock = &locks[p].lock;
 		part->count = 0;
 		part->evictions = 0;
+		part->new_usage = 0;
 		part->free_head = -1;
 		for (i = stats->cap - 1; i >= 0; i--)
 		{
@@ -671,6 +734,8 @@ stats_load(void)
 		if (e != NULL)
 		{
 			e->r.c = rec.c;
+			if (!(e->r.c.usage >= 0 && e->r.c.usage < 1e300))	/* NaN too */
+				e->r.c.usage = 0;
 			loaded++;
 		}
 	}
@@ -687,12 +752,24 @@ done:
 static bool
 clean_shutdown(void)
 {
-	bool		crc_ok;
-	ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
-	bool		clean = crc_ok && (cf->state == DB_SHUTDOWNED ||
-								   cf->state == DB_SHUTDOWNED_IN_RECOVERY);
+	volatile bool clean = false;
 
-	pfree(cf);
+	PG_TRY();
+	{
+		bool		crc_ok;
+		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
+
+		clean = crc_ok && (cf->state == DB_SHUTDOWNED ||
+						   cf->state == DB_SHUTDOWNED_IN_RECOVERY);
+		pfree(cf);
+	}
+	PG_CATCH();
+	{
+		/* unreadable: as after a crash, nothing is kept */
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
 	return clean;
 }
 
@@ -781,9 +858,13 @@ dlock_stats(PG_FUNCTION_ARGS)
 
 			if (!e->inuse)
 				continue;
+			/* the key and name do not change under the shared lock */
+			memcpy(&copy[n], &e->r, offsetof(DlockStatsRecord, c));
+			memcpy(copy[n].name, e->r.name, e->r.namelen);
 			SpinLockAcquire(&e->mutex);
-			copy[n++] = e->r;
+			copy[n].c = e->r.c;
 			SpinLockRelease(&e->mutex);
+			n++;
 		}
 		LWLockRelease(stats->parts[p].lock);
 
@@ -861,9 +942,9 @@ dlock_stats_info(PG_FUNCTION_ARGS)
 }
 
 /*
- * dlock_stats_reset(name DEFAULT NULL): forget every entry (and the
- * evictions; the reset time is now), or the entries of one name in this
- * database, in both modes.
+ * dlock_stats_reset(): forget every entry (and the evictions; the reset
+ * time is now).  dlock_stats_reset(name), strict: the entries of one name in
+ * this database, in both modes.
  */
 Datum
 dlock_stats_reset(PG_FUNCTION_ARGS)
@@ -872,7 +953,7 @@ dlock_stats_reset(PG_FUNCTION_ARGS)
 
 	require_stats();
 	dlock_stats_flush();		/* what this session counted is reset too */
-	if (PG_ARGISNULL(0))
+	if (PG_NARGS() == 0)
 	{
 		for (p = 0; p < DLOCK_STATS_PARTS; p++)
 		{
@@ -883,7 +964,6 @@ dlock_stats_reset(PG_FUNCTION_ARGS)
 				if (part_entry(p, i)->inuse)
 					entry_remove(p, i);
 			stats->parts[p].evictions = 0;
-			index_rebuild(p);
 			LWLockRelease(stats->parts[p].lock);
 		}
 		SpinLockAcquire(&stats->reset_lock);
@@ -905,10 +985,7 @@ dlock_stats_reset(PG_FUNCTION_ARGS)
 			LWLockAcquire(stats->parts[p].lock, LW_EXCLUSIVE);
 			x = part_find(p, h, MyDatabaseId, name.key, mode);
 			if (x >= 0)
-			{
 				entry_remove(p, x);
-				index_rebuild(p);
-			}
 			LWLockRelease(stats->parts[p].lock);
 		}
 	}

@@ -166,7 +166,8 @@ may_see_client(Oid role)
 
 /*
  * Call fn for every name a backend's slot or a detached hold says is held
- * or awaited: with the entry (e) or the hold (h), the other NULL.
+ * or awaited: with the entry (e) or the hold (h), the other NULL.  An entry
+ * stays valid until the memory context is reset; a hold does not.
  */
 typedef void (*name_fn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
 						 const DlockHold *h);
@@ -174,27 +175,38 @@ typedef void (*name_fn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
 static void
 for_each_name(name_fn fn, void *arg)
 {
-	DlockSlot  *copy;
 	DlockHold	hold;
 	int			pid;
 	int			i;
 
 	if (dlock_shared == NULL)
 		return;
-	copy = palloc(dlock_shared->slot_size);
 	for (i = 0; i < dlock_shared->nslots; i++)
 	{
 		DlockSlot  *slot = dlock_slot(i);
+		DlockEntry *kept;
+		Oid			dbid;
+		int			cap;
+		int			n;
 		int			j;
 
-		if (slot->pid == 0)		/* unlocked peek; the copy is what counts */
+		if (slot->pid == 0 || slot->nused <= 0) /* unlocked peek; the copy
+												 * is what counts */
 			continue;
-		dlock_read_slot(slot, copy);
-		for (j = 0; j < copy->nused; j++)
-			if (copy->entries[j].inuse)
-				fn(arg, copy->pid, copy->dbid, &copy->entries[j], NULL);
+		/* room for what the peek saw and some more; again if it grew past */
+		cap = Min(slot->nused + 16, dlock_shared->entries_per_slot);
+		kept = palloc(sizeof(DlockEntry) * cap);
+		while ((n = dlock_read_slot_entries(slot, kept, cap, &pid, &dbid)) < 0)
+		{
+			pfree(kept);
+			cap = dlock_shared->entries_per_slot;
+			kept = palloc(sizeof(DlockEntry) * cap);
+		}
+		/* the entries outlive this loop: fn may keep pointers to them */
+		for (j = 0; j < n; j++)
+			if (kept[j].inuse && pid != 0)
+				fn(arg, pid, dbid, &kept[j], NULL);
 	}
-	pfree(copy);
 
 	/* the detached locks: the lock holder's, then each waiter's */
 	pid = dlock_shared->holder_pid;
@@ -303,42 +315,105 @@ typedef struct NameKey
 	Oid			dbid;
 	int64		key;
 	uint8		mode;
-	uint8		pad[7];
 } NameKey;
 
 typedef struct NameRow
 {
 	NameKey		k;
-	bool		has_entry;
-	DlockEntry	e;				/* a backend's entry */
+	bool		used;
+	const DlockEntry *e;		/* a backend's entry, or NULL */
 	List	   *holds;			/* detached holds (palloc'd copies): the lock
 								 * holder has one per shared acquisition */
 } NameRow;
 
+/*
+ * The names, by (pid, database, key, mode): open addressing, linear
+ * probing, at most half full (it grows), built once per query.
+ */
+typedef struct NameTable
+{
+	NameRow    *rows;
+	uint32		mask;
+	uint32		count;
+} NameTable;
+
+static inline uint32
+name_home(const NameKey *k, uint32 mask)
+{
+	/* keys are SHA-256 bits already; the multiply mixes in the rest */
+	return (uint32) ((((uint64) k->key ^ ((uint64) k->pid << 8) ^ ((uint64) k->dbid << 40) ^
+					   k->mode) * UINT64CONST(0x9E3779B97F4A7C15)) >> 32) & mask;
+}
+
+static inline bool
+name_key_eq(const NameKey *a, const NameKey *b)
+{
+	return a->key == b->key && a->pid == b->pid && a->dbid == b->dbid && a->mode == b->mode;
+}
+
+static void
+name_table_init(NameTable *t, uint32 size)
+{
+	t->rows = palloc0(sizeof(NameRow) * size);
+	t->mask = size - 1;
+	t->count = 0;
+}
+
+static NameRow *
+name_find(NameTable *t, const NameKey *k, bool enter)
+{
+	uint32		i;
+
+	if (enter && (t->count + 1) * 2 > t->mask + 1)
+	{
+		NameTable	bigger;
+		uint32		j;
+
+		name_table_init(&bigger, (t->mask + 1) * 2);
+		for (j = 0; j <= t->mask; j++)
+			if (t->rows[j].used)
+			{
+				i = name_home(&t->rows[j].k, bigger.mask);
+				while (bigger.rows[i].used)
+					i = (i + 1) & bigger.mask;
+				bigger.rows[i] = t->rows[j];
+			}
+		bigger.count = t->count;
+		pfree(t->rows);
+		*t = bigger;
+	}
+	for (i = name_home(k, t->mask);; i = (i + 1) & t->mask)
+	{
+		NameRow    *row = &t->rows[i];
+
+		if (!row->used)
+		{
+			if (!enter)
+				return NULL;
+			row->used = true;
+			row->k = *k;
+			t->count++;
+			return row;
+		}
+		if (name_key_eq(&row->k, k))
+			return row;
+	}
+}
+
 static void
 index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 {
-	HTAB	   *names = (HTAB *) arg;
+	NameTable  *names = (NameTable *) arg;
 	NameKey		k;
 	NameRow    *row;
-	bool		found;
 
-	memset(&k, 0, sizeof(k));
 	k.pid = pid;
 	k.dbid = dbid;
 	k.key = e ? e->key : h->key;
 	k.mode = e ? e->mode : h->mode;
-	row = hash_search(names, &k, HASH_ENTER, &found);
-	if (!found)
-	{
-		row->has_entry = false;
-		row->holds = NIL;
-	}
+	row = name_find(names, &k, true);
 	if (e != NULL)
-	{
-		row->e = *e;
-		row->has_entry = true;
-	}
+		row->e = e;
 	else
 	{
 		DlockHold  *copy = palloc(sizeof(DlockHold));
@@ -483,7 +558,7 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
 		nulls[11] = nulls[12] = false;
 	}
 	/* wait_time of a waiter, hold_time of a holder */
-	values[13] = dlock_interval_datum(now - since);
+	values[13] = dlock_interval_datum(Max(now - since, 0));
 	nulls[13] = (granted || since == 0);
 	values[14] = values[13];
 	nulls[14] = (!granted || since == 0);
@@ -498,20 +573,19 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
  */
 static void
 put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
-		  bool granted, HTAB *names, HTAB *activity, TimestampTz now)
+		  bool granted, NameTable *names, HTAB *activity, TimestampTz now)
 {
 	NameKey		k;
 	NameRow    *row = NULL;
 	int			n = 0;
 	ListCell   *lc;
 
-	memset(&k, 0, sizeof(k));
 	k.pid = l->pid;
 	k.dbid = l->locktag.locktag_field1;
 	k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
 	k.mode = lockmode == ShareLock ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	if (lockmode == ShareLock || lockmode == ExclusiveLock)
-		row = hash_search(names, &k, HASH_FIND, NULL);
+		row = name_find(names, &k, false);
 	if (row != NULL)
 		foreach(lc, row->holds)
 		{
@@ -526,8 +600,8 @@ put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
 	if (n > 0)
 		return;
 	put_lock(rsinfo, l, &k, lockmode, granted,
-			 row != NULL && row->has_entry &&
-			 (granted || row->e.waiting != DLOCK_WAIT_NONE) ? &row->e : NULL,
+			 row != NULL && row->e != NULL &&
+			 (granted || row->e->waiting != DLOCK_WAIT_NONE) ? row->e : NULL,
 			 NULL, activity, now);
 }
 
@@ -541,24 +615,21 @@ Datum
 dlock_locks(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	HASHCTL		ctl;
-	HTAB	   *names;
+	NameTable	names;
 	HTAB	   *activity;
 	LockData   *ld;
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_database_names_reset();
-	ctl.keysize = sizeof(NameKey);
-	ctl.entrysize = sizeof(NameRow);
-	ctl.hcxt = CurrentMemoryContext;
-	names = hash_create("dlock_locks names", 1024, &ctl,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	for_each_name(index_name, names);
+	name_table_init(&names, 1024);
+	for_each_name(index_name, &names);
 	activity = activity_by_pid();
 
 	ld = GetLockStatusData();
+	/* after everything was read: no hold or wait began later than this */
+	now = GetCurrentTimestamp();
 	for (i = 0; i < ld->nelements; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];
@@ -570,9 +641,9 @@ dlock_locks(PG_FUNCTION_ARGS)
 			continue;
 		for (m = 1; m < MAX_LOCKMODES; m++)
 			if (l->holdMask & LOCKBIT_ON(m))
-				put_locks(rsinfo, l, m, true, names, activity, now);
+				put_locks(rsinfo, l, m, true, &names, activity, now);
 		if (l->waitLockMode != NoLock)
-			put_locks(rsinfo, l, l->waitLockMode, false, names, activity, now);
+			put_locks(rsinfo, l, l->waitLockMode, false, &names, activity, now);
 	}
 	return (Datum) 0;
 }

@@ -71,9 +71,13 @@ dlock_add_xact_hold(int ref)
 	n_xact_holds++;
 }
 
-/* ended: the lock manager released the lock (not so at PREPARE) */
+/*
+ * The hold's end is counted in dlock_stats when its entry is freed: also at
+ * PREPARE, where the lock passes to the prepared transaction (README.md
+ * "Monitoring").
+ */
 static void
-drop_xact_hold(int i, bool ended)
+drop_xact_hold(int i)
 {
 	int			ref = xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
@@ -83,7 +87,7 @@ drop_xact_hold(int i, bool ended)
 		e->nxact--;
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
-	if (ended && !e->inuse)
+	if (!e->inuse)
 		dlock_stats_hold_ended(e);
 	xact_holds[i] = xact_holds[--n_xact_holds];
 }
@@ -119,7 +123,7 @@ xact_callback(XactEvent event, void *arg)
 									event != XACT_EVENT_PARALLEL_ABORT);
 			dlock_forget_released_expired();
 			while (n_xact_holds > 0)
-				drop_xact_hold(n_xact_holds - 1, event != XACT_EVENT_PREPARE);
+				drop_xact_hold(n_xact_holds - 1);
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();
 			break;
@@ -148,6 +152,6 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		/* the lock manager releases the locks of the subtransaction */
 		for (i = n_xact_holds - 1; i >= 0; i--)
 			if (xact_holds[i].subid == mySubid)
-				drop_xact_hold(i, true);
+				drop_xact_hold(i);
 	}
 }

@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DlockTest;
 
-my $node = dlock_node('stats');
+my $node = dlock_node('stats', 'max_prepared_transactions = 2');
 my $file = $node->data_dir . '/pg_stat/dlock.stat';
 
 sub counts
@@ -32,6 +32,27 @@ $node->safe_psql('postgres', "SELECT dlock_lock('kept', timeout => '0.1 s')");
 $holder->quit;
 is(counts('kept'), '3/3/1', 'counted before the restart');
 my $info = $node->safe_psql('postgres', 'SELECT stats_reset FROM dlock_stats_info');
+
+# holds that end with the session are counted; one released behind dlock's
+# back (pg_advisory_unlock_all) is not: nobody knows when it ended
+my $s = $node->background_psql('postgres');
+$s->query_safe("SELECT dlock_try('exit-held'), dlock_try('exit-stale')");
+$s->query_safe("SELECT pg_sleep(0.2)");
+$s->query_safe("SELECT pg_advisory_unlock_all()");
+$s->query_safe("SELECT dlock_try('exit-held', shared => true)");
+$s->query_safe("BEGIN; SELECT dlock_try_xact('exit-in-xact')");
+$s->quit;
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(name || ' ' || mode || ' ' || acquisitions || '/' || released, ', ' ORDER BY name, mode)
+	  FROM dlock_stats WHERE name LIKE 'exit-%'}),
+	'exit-held exclusive 1/0, exit-held shared 1/1, exit-in-xact exclusive 1/1, exit-stale exclusive 1/0',
+	'holds ended by the session\'s exit counted; those released behind dlock\'s back not');
+# PREPARE TRANSACTION hands the lock to the prepared transaction: the
+# session's hold ends there
+$node->safe_psql('postgres', q{
+	BEGIN; SELECT dlock_try_xact('prepared'); PREPARE TRANSACTION 'p1';});
+is(counts('prepared'), '1/1/0', 'a hold passed on at PREPARE ends there');
+$node->safe_psql('postgres', "COMMIT PREPARED 'p1'");
 
 # a clean (fast) restart keeps them, and their reset time
 $node->restart;

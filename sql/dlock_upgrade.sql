@@ -18,6 +18,17 @@ SELECT source, target, path FROM pg_extension_update_paths('dlock')
  WHERE path IS NOT NULL ORDER BY source, target;
 
 CREATE TEMP TABLE fresh_view AS SELECT pg_get_viewdef('dlock_locks'::regclass) AS def;
+-- after an update: the default version, the objects of a fresh install (any
+-- other or missing one is listed) and the same view
+CREATE FUNCTION as_fresh(OUT is_default boolean, OUT not_as_fresh text[], OUT same_view boolean)
+LANGUAGE sql AS $$
+  SELECT (SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock')
+            FROM pg_extension WHERE extname = 'dlock'),
+         ARRAY((SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
+               UNION ALL
+               (SELECT dlock_objects() EXCEPT SELECT obj FROM fresh)),
+         pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view)
+$$;
 CREATE TEMP TABLE fresh_view_comments AS
   SELECT c.relname, obj_description(c.oid, 'pg_class') AS comment
     FROM pg_class c WHERE c.relname LIKE 'dlock%' AND c.relkind = 'v';
@@ -55,20 +66,11 @@ ALTER EXTENSION dlock UPDATE;
 DROP EXTENSION dlock;
 CREATE EXTENSION dlock VERSION '1.1';
 ALTER EXTENSION dlock UPDATE;
-SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
-  FROM pg_extension WHERE extname = 'dlock';
-(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
-UNION ALL
-(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
+SELECT * FROM as_fresh();
 DROP EXTENSION dlock;
 CREATE EXTENSION dlock VERSION '1.2';
 ALTER EXTENSION dlock UPDATE;
-SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
-  FROM pg_extension WHERE extname = 'dlock';
-(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
-UNION ALL
-(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
-SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+SELECT * FROM as_fresh();
 -- from 1.3: a view of the user's over dlock_locks survives the update (1.4
 -- adds its columns at the end), and statistics counted before it are there
 DROP EXTENSION dlock;
@@ -76,12 +78,7 @@ CREATE EXTENSION dlock VERSION '1.3';
 CREATE VIEW my_waiters AS SELECT name, pid, wait_time FROM dlock_locks WHERE NOT granted;
 SELECT dlock_try('counted-across'), dlock_unlock('counted-across');
 ALTER EXTENSION dlock UPDATE;
-SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'dlock') AS is_default
-  FROM pg_extension WHERE extname = 'dlock';
-(SELECT obj FROM fresh EXCEPT SELECT dlock_objects())
-UNION ALL
-(SELECT dlock_objects() EXCEPT SELECT obj FROM fresh);
-SELECT pg_get_viewdef('dlock_locks'::regclass) = (SELECT def FROM fresh_view) AS same_view;
+SELECT * FROM as_fresh();
 SELECT f.relname FROM fresh_view_comments f
   JOIN pg_class c ON c.relname = f.relname AND c.relkind = 'v'
  WHERE obj_description(c.oid, 'pg_class') IS DISTINCT FROM f.comment;
@@ -91,4 +88,5 @@ SELECT has_function_privilege('public', 'dlock_stats_reset(text)', 'EXECUTE') AS
        has_function_privilege('public', 'dlock_stats_reset()', 'EXECUTE') AS public_may_reset_all;
 DROP VIEW my_waiters;
 SELECT dlock_release('held-across-versions', :across);
+DROP FUNCTION as_fresh();
 DROP FUNCTION dlock_objects();

@@ -666,6 +666,23 @@ waiter_refuse_requests(DlockRequest *r)
 	reply(r, DLOCK_RES_NOT_HELD);
 }
 
+/*
+ * A lock the caller gave up before taking it (ABANDONED) was never counted
+ * as acquired (the caller counted its cancel, timeout or deadlock): nor is
+ * its end.
+ */
+static void
+waiter_uncount_if_abandoned(void)
+{
+	if (dlock_waiter_state(my_waiter, my_ticket) == DLOCK_W_ABANDONED &&
+		my_waiter->hold.counted)
+	{
+		dlock_hold_begin(&my_waiter->hold);
+		my_waiter->hold.counted = false;
+		dlock_hold_end(&my_waiter->hold);
+	}
+}
+
 static void
 waiter_exit(int code, Datum arg)
 {
@@ -678,6 +695,7 @@ waiter_exit(int code, Datum arg)
 		return;					/* not ours any more */
 	if (w->hold.state != DLOCK_HOLD_FREE)
 	{
+		waiter_uncount_if_abandoned();
 		hold_ended(&w->hold);
 		dlock_hold_begin(&w->hold);
 		w->hold.state = DLOCK_HOLD_FREE;
@@ -795,6 +813,7 @@ waiter_release(void)
 static void
 waiter_release_and_leave(void)
 {
+	waiter_uncount_if_abandoned();
 	waiter_release();
 	proc_exit(0);
 }

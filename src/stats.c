@@ -393,6 +393,15 @@ entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	return e;
 }
 
+/* Add a duration to a total and a maximum. */
+static inline void
+add_time(int64 *total, int64 *max, int64 us)
+{
+	us = Max(us, 0);
+	*total += us;
+	*max = Max(*max, us);
+}
+
 static inline void
 count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 			TimestampTz now)
@@ -407,8 +416,7 @@ count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 			if (us >= 0)
 			{
 				c->waited++;
-				c->wait_time_total += us;
-				c->wait_time_max = Max(c->wait_time_max, us);
+				add_time(&c->wait_time_total, &c->wait_time_max, us);
 			}
 			break;
 		case DLOCK_STAT_BUSY:
@@ -423,15 +431,11 @@ count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 				c->deadlocks++;
 			else
 				c->cancels++;
-			us = Max(us, 0);
-			c->wait_time_total += us;
-			c->wait_time_max = Max(c->wait_time_max, us);
+			add_time(&c->wait_time_total, &c->wait_time_max, us);
 			break;
 		case DLOCK_STAT_RELEASED:
 			c->released++;
-			us = Max(us, 0);
-			c->hold_time_total += us;
-			c->hold_time_max = Max(c->hold_time_max, us);
+			add_time(&c->hold_time_total, &c->hold_time_max, us);
 			break;
 		case DLOCK_STAT_EXPIRED:
 			c->leases_expired++;
@@ -964,6 +968,7 @@ dlock_stats_reset(PG_FUNCTION_ARGS)
 				if (part_entry(p, i)->inuse)
 					entry_remove(p, i);
 			stats->parts[p].evictions = 0;
+			stats->parts[p].new_usage = 0;
 			LWLockRelease(stats->parts[p].lock);
 		}
 		SpinLockAcquire(&stats->reset_lock);

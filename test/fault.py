@@ -570,9 +570,11 @@ def t_detached_client_gone():
     close_all(a, obs)
 
 
-@check("detached: granted and cancelled in one instant (caller stopped): an error, and no lock kept")
+@check("detached: granted and cancelled in one instant (caller stopped): an error, and no lock kept; "
+       "dlock_stats counts the cancel, not an acquisition nor its end")
 def t_detached_grant_then_cancel():
     a, obs = connect(), connect()
+    q(obs, "SELECT dlock_stats_reset('dgc')")
     q(a, "SELECT dlock_try('dgc')")
     w = Waiter("SELECT dlock_acquire('dgc', '1 hour', timeout => '1 min')")
     w.start()
@@ -591,6 +593,11 @@ def t_detached_grant_then_cancel():
     expect(no_waiter_processes(obs), "a waiter process is left")
     expect(q(obs, "SELECT pg_try_advisory_lock(dlock_key('dgc'))") is True, "the name is not free")
     q(obs, "SELECT pg_advisory_unlock(dlock_key('dgc'))")
+    # a's session hold (taken and released); the caller's cancel; the
+    # waiter's hold, never the caller's, neither acquired nor ended
+    got = q(obs, "SELECT ARRAY[session_acquisitions, detached_acquisitions, cancels, released] "
+                 "FROM dlock_stats WHERE name = 'dgc' AND mode = 'exclusive'")
+    expect(got == [1, 0, 1, 1], "dlock_stats (session, detached, cancels, released): %r" % (got,))
     close_all(a, obs, w.conn)
 
 

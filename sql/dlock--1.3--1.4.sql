@@ -57,9 +57,11 @@ COMMENT ON FUNCTION dlock_stats_reset(text) IS
 -- dlock_locks: read in one pass over the lock table (the 1.3 view joined
 -- pg_locks with dlock_names(), which the planner could rescan for every
 -- lock); the same columns, then blocked_by and hold_time.
+-- (database and username are text here, name in the view: a row of the
+-- function's result is stored, and two 64-byte names would double it)
 CREATE FUNCTION dlock_locks(
-    OUT database name, OUT name text, OUT key bigint, OUT mode text, OUT scope text,
-    OUT granted boolean, OUT pid integer, OUT username name, OUT application_name text,
+    OUT database text, OUT name text, OUT key bigint, OUT mode text, OUT scope text,
+    OUT granted boolean, OUT pid integer, OUT username text, OUT application_name text,
     OUT client_addr inet, OUT since timestamptz, OUT lease_expires timestamptz,
     OUT token bigint, OUT wait_time interval, OUT hold_time interval)
 RETURNS SETOF record
@@ -67,8 +69,9 @@ AS 'MODULE_PATHNAME', 'dlock_locks'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 CREATE OR REPLACE VIEW dlock_locks AS
-SELECT database, name, key, mode, scope, granted, pid, username, application_name,
-       client_addr, since, lease_expires, token, wait_time,
+SELECT database::name COLLATE "C" AS database, name, key, mode, scope, granted, pid,
+       username::name COLLATE "C" AS username, application_name, client_addr, since, lease_expires,
+       token, wait_time,
        CASE WHEN NOT granted THEN pg_catalog.pg_blocking_pids(pid) END AS blocked_by,
        hold_time
   FROM dlock_locks();

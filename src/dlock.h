@@ -569,7 +569,7 @@ extern void dlock_sha256(const uint8 *data, size_t len, uint8 out[32]);
 
 /* view.c */
 extern Datum dlock_name_datum(const char *name, int namelen, bool *isnull);
-extern Datum dlock_database_name(Oid dbid, bool *isnull);
+extern Datum dlock_database_name(Oid dbid, bool as_text, bool *isnull);
 extern void dlock_database_names_reset(void);
 extern Datum dlock_interval_datum(int64 us);
 struct PgBackendStatus;

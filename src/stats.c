@@ -881,7 +881,7 @@ dlock_stats(PG_FUNCTION_ARGS)
 			int			k = 0;
 
 			memset(nulls, 0, sizeof(nulls));
-			values[k] = dlock_database_name(r->dbid, &nulls[k]);
+			values[k] = dlock_database_name(r->dbid, false, &nulls[k]);
 			k++;
 			values[k] = dlock_name_datum(r->name, r->namelen, &nulls[k]);
 			k++;

@@ -25,6 +25,7 @@
 #include "utils/backend_status.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -71,11 +72,12 @@ dlock_name_datum(const char *name, int namelen, bool *isnull)
 }
 
 /*
- * The name of database dbid as a "name" Datum (NULL: dropped), remembered
- * until dlock_database_names_reset: a view has few databases and many rows.
+ * The name of database dbid as a "name" Datum, or as_text a "text" one
+ * (NULL: dropped), remembered until dlock_database_names_reset: a view has
+ * few databases and many rows.
  */
 static Oid	db_cache_oid[8];
-static Datum db_cache_name[8];
+static Datum db_cache_name[8][2];
 static int	db_cache_n = 0;
 
 void
@@ -85,17 +87,17 @@ dlock_database_names_reset(void)
 }
 
 Datum
-dlock_database_name(Oid dbid, bool *isnull)
+dlock_database_name(Oid dbid, bool as_text, bool *isnull)
 {
 	char	   *dbname;
-	Datum		d = (Datum) 0;
+	Datum		d[2] = {(Datum) 0, (Datum) 0};
 	int			i;
 
 	for (i = 0; i < db_cache_n; i++)
 		if (db_cache_oid[i] == dbid)
 		{
-			*isnull = (db_cache_name[i] == (Datum) 0);
-			return db_cache_name[i];
+			*isnull = (db_cache_name[i][as_text] == (Datum) 0);
+			return db_cache_name[i][as_text];
 		}
 	dbname = get_database_name(dbid);
 	if (dbname != NULL)
@@ -103,15 +105,18 @@ dlock_database_name(Oid dbid, bool *isnull)
 		Name		n = (Name) palloc0(NAMEDATALEN);
 
 		namestrcpy(n, dbname);
-		d = NameGetDatum(n);
+		d[0] = NameGetDatum(n);
+		d[1] = CStringGetTextDatum(dbname);
 	}
 	if (db_cache_n < (int) lengthof(db_cache_oid))
 	{
 		db_cache_oid[db_cache_n] = dbid;
-		db_cache_name[db_cache_n++] = d;
+		db_cache_name[db_cache_n][0] = d[0];
+		db_cache_name[db_cache_n][1] = d[1];
+		db_cache_n++;
 	}
-	*isnull = (d == (Datum) 0);
-	return d;
+	*isnull = (d[as_text] == (Datum) 0);
+	return d[as_text];
 }
 
 /* An interval of us microseconds. */
@@ -122,16 +127,6 @@ dlock_interval_datum(int64 us)
 
 	iv->time = us;
 	return IntervalPGetDatum(iv);
-}
-
-/* A "name" Datum of a C string. */
-static Datum
-name_of(const char *s)
-{
-	Name		n = (Name) palloc0(NAMEDATALEN);
-
-	namestrcpy(n, s);
-	return NameGetDatum(n);
 }
 
 /*
@@ -166,8 +161,8 @@ may_see_client(Oid role)
 
 /*
  * Call fn for every name a backend's slot or a detached hold says is held
- * or awaited: with the entry (e) or the hold (h), the other NULL.  An entry
- * stays valid until the memory context is reset; a hold does not.
+ * or awaited: with the entry (e) or the hold (h), the other NULL; both are
+ * copies that last only until fn returns.
  */
 typedef void (*name_fn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
 						 const DlockHold *h);
@@ -176,37 +171,30 @@ static void
 for_each_name(name_fn fn, void *arg)
 {
 	DlockHold	hold;
+	DlockEntry *buf;
 	int			pid;
 	int			i;
 
 	if (dlock_shared == NULL)
 		return;
+	/* one buffer for every slot: what fn is given lives until the next slot */
+	buf = palloc(sizeof(DlockEntry) * Max(dlock_shared->entries_per_slot, 1));
 	for (i = 0; i < dlock_shared->nslots; i++)
 	{
 		DlockSlot  *slot = dlock_slot(i);
-		DlockEntry *kept;
 		Oid			dbid;
-		int			cap;
 		int			n;
 		int			j;
 
 		if (slot->pid == 0 || slot->nused <= 0) /* unlocked peek; the copy
 												 * is what counts */
 			continue;
-		/* room for what the peek saw and some more; again if it grew past */
-		cap = Min(slot->nused + 16, dlock_shared->entries_per_slot);
-		kept = palloc(sizeof(DlockEntry) * cap);
-		while ((n = dlock_read_slot_entries(slot, kept, cap, &pid, &dbid)) < 0)
-		{
-			pfree(kept);
-			cap = dlock_shared->entries_per_slot;
-			kept = palloc(sizeof(DlockEntry) * cap);
-		}
-		/* the entries outlive this loop: fn may keep pointers to them */
+		n = dlock_read_slot_entries(slot, buf, dlock_shared->entries_per_slot, &pid, &dbid);
 		for (j = 0; j < n; j++)
-			if (kept[j].inuse && pid != 0)
-				fn(arg, pid, dbid, &kept[j], NULL);
+			if (buf[j].inuse && pid != 0)
+				fn(arg, pid, dbid, &buf[j], NULL);
 	}
+	pfree(buf);
 
 	/* the detached locks: the lock holder's, then each waiter's */
 	pid = dlock_shared->holder_pid;
@@ -317,24 +305,40 @@ typedef struct NameKey
 	uint8		mode;
 } NameKey;
 
+/* What the view needs of a backend's entry. */
+typedef struct NameInfo
+{
+	const char *name;
+	uint16		namelen;
+	uint8		waiting;
+	int32		nsession;
+	int32		nxact;
+	TimestampTz since;
+	TimestampTz lease_expires;
+	int64		token;
+} NameInfo;
+
 typedef struct NameRow
 {
 	NameKey		k;
-	bool		used;
-	const DlockEntry *e;		/* a backend's entry, or NULL */
+	bool		has_entry;
+	NameInfo	e;				/* a backend's entry, if has_entry */
 	List	   *holds;			/* detached holds (palloc'd copies): the lock
 								 * holder has one per shared acquisition */
 } NameRow;
 
 /*
- * The names, by (pid, database, key, mode): open addressing, linear
- * probing, at most half full (it grows), built once per query.
+ * The names, by (pid, database, key, mode): rows in an array, found through
+ * an open-addressing index (linear probing, at most half full), built once
+ * per query, sized from the slots up front.
  */
 typedef struct NameTable
 {
 	NameRow    *rows;
+	int			nrows;
+	int			maxrows;
+	int32	   *index;			/* -1: empty */
 	uint32		mask;
-	uint32		count;
 } NameTable;
 
 static inline uint32
@@ -352,11 +356,18 @@ name_key_eq(const NameKey *a, const NameKey *b)
 }
 
 static void
-name_table_init(NameTable *t, uint32 size)
+name_table_init(NameTable *t, int maxrows)
 {
-	t->rows = palloc0(sizeof(NameRow) * size);
+	uint32		size = 64;
+
+	while (size < (uint32) maxrows * 2)
+		size *= 2;
+	t->rows = palloc(sizeof(NameRow) * maxrows);
+	t->nrows = 0;
+	t->maxrows = maxrows;
+	t->index = palloc(sizeof(int32) * size);
+	memset(t->index, -1, sizeof(int32) * size);
 	t->mask = size - 1;
-	t->count = 0;
 }
 
 static NameRow *
@@ -364,37 +375,42 @@ name_find(NameTable *t, const NameKey *k, bool enter)
 {
 	uint32		i;
 
-	if (enter && (t->count + 1) * 2 > t->mask + 1)
+	if (enter && t->nrows == t->maxrows)
 	{
+		/* more than the slots said at the start: twice the room */
 		NameTable	bigger;
-		uint32		j;
+		int			j;
 
-		name_table_init(&bigger, (t->mask + 1) * 2);
-		for (j = 0; j <= t->mask; j++)
-			if (t->rows[j].used)
-			{
-				i = name_home(&t->rows[j].k, bigger.mask);
-				while (bigger.rows[i].used)
-					i = (i + 1) & bigger.mask;
-				bigger.rows[i] = t->rows[j];
-			}
-		bigger.count = t->count;
+		name_table_init(&bigger, t->maxrows * 2);
+		memcpy(bigger.rows, t->rows, sizeof(NameRow) * t->nrows);
+		for (j = 0; j < t->nrows; j++)
+		{
+			for (i = name_home(&t->rows[j].k, bigger.mask); bigger.index[i] >= 0;
+				 i = (i + 1) & bigger.mask)
+				;
+			bigger.index[i] = j;
+		}
+		bigger.nrows = t->nrows;
 		pfree(t->rows);
+		pfree(t->index);
 		*t = bigger;
 	}
 	for (i = name_home(k, t->mask);; i = (i + 1) & t->mask)
 	{
-		NameRow    *row = &t->rows[i];
+		NameRow    *row;
 
-		if (!row->used)
+		if (t->index[i] < 0)
 		{
 			if (!enter)
 				return NULL;
-			row->used = true;
+			t->index[i] = t->nrows;
+			row = &t->rows[t->nrows++];
 			row->k = *k;
-			t->count++;
+			row->has_entry = false;
+			row->holds = NIL;
 			return row;
 		}
+		row = &t->rows[t->index[i]];
 		if (name_key_eq(&row->k, k))
 			return row;
 	}
@@ -407,13 +423,27 @@ index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h
 	NameKey		k;
 	NameRow    *row;
 
+	memset(&k, 0, sizeof(k));
 	k.pid = pid;
 	k.dbid = dbid;
 	k.key = e ? e->key : h->key;
 	k.mode = e ? e->mode : h->mode;
 	row = name_find(names, &k, true);
 	if (e != NULL)
-		row->e = e;
+	{
+		char	   *name = palloc(Max(e->namelen, 1));
+
+		memcpy(name, e->name, e->namelen);
+		row->has_entry = true;
+		row->e.name = name;
+		row->e.namelen = e->namelen;
+		row->e.waiting = e->waiting;
+		row->e.nsession = e->nsession;
+		row->e.nxact = e->nxact;
+		row->e.since = e->since;
+		row->e.lease_expires = e->lease_expires;
+		row->e.token = e->token;
+	}
 	else
 	{
 		DlockHold  *copy = palloc(sizeof(DlockHold));
@@ -423,12 +453,29 @@ index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h
 	}
 }
 
+/* Names in the slots now (unlocked peek), to size the table. */
+static int
+names_expected(void)
+{
+	int			n = 64;
+	int			i;
+
+	for (i = 0; dlock_shared != NULL && i < dlock_shared->nslots; i++)
+	{
+		DlockSlot  *slot = dlock_slot(i);
+
+		if (slot->pid != 0 && slot->nused > 0)
+			n += slot->nused;
+	}
+	return n;
+}
+
 /* What pg_stat_activity says of one process. */
 typedef struct ActivityRow
 {
 	int			pid;
 	bool		user_null;
-	Datum		user;			/* name */
+	Datum		user;			/* text */
 	Datum		appname;		/* text */
 	Datum		client;			/* inet; (Datum) 0: NULL */
 } ActivityRow;
@@ -461,7 +508,7 @@ activity_by_pid(void)
 		user = OidIsValid(be->st_userid) ? GetUserNameFromId(be->st_userid, true) : NULL;
 		a->user_null = (user == NULL);
 		if (user != NULL)
-			a->user = name_of(user);
+			a->user = CStringGetTextDatum(user);
 		a->appname = CStringGetTextDatum(be->st_appname ? be->st_appname : "");
 		dlock_client_address(be, client);
 		a->client = (client[0] == '\0' || !may_see_client(be->st_userid)) ? (Datum) 0 :
@@ -472,20 +519,41 @@ activity_by_pid(void)
 
 #define DLOCK_LOCKS_COLS 15
 
+/*
+ * What every row of one dlock_locks() call shares.  Each row's own values
+ * are made in rowcxt, reset after the row is stored: a row's memory is
+ * reused by the next instead of growing with the number of locks.
+ */
+typedef struct LocksCall
+{
+	ReturnSetInfo *rsinfo;
+	NameTable  *names;
+	HTAB	   *activity;
+	TimestampTz now;
+	MemoryContext rowcxt;
+	Datum		exclusive;
+	Datum		shared;
+	Datum		scope_detached;
+	Datum		scope_session;
+	Datum		scope_xact;
+	Datum		scope_both;
+} LocksCall;
+
 static void
-put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
-		 LOCKMODE lockmode, bool granted, const DlockEntry *e, const DlockHold *h,
-		 HTAB *activity, TimestampTz now)
+put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
+		 LOCKMODE lockmode, bool granted, const NameInfo *e, const DlockHold *h)
 {
 	Datum		values[DLOCK_LOCKS_COLS];
 	bool		nulls[DLOCK_LOCKS_COLS];
 	NameKey		k = *kp;
 	ActivityRow *a;
 	TimestampTz since = 0;
+	MemoryContext oldcxt;
 
 	memset(nulls, 0, sizeof(nulls));
-	/* database, name, key, mode */
-	values[0] = dlock_database_name(k.dbid, &nulls[0]);
+	/* database (its cache lives as long as the call), name, key, mode */
+	values[0] = dlock_database_name(k.dbid, true, &nulls[0]);
+	oldcxt = MemoryContextSwitchTo(call->rowcxt);
 	if (e != NULL)
 		values[1] = dlock_name_datum(e->name, e->namelen, &nulls[1]);
 	else if (h != NULL)
@@ -493,22 +561,22 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
 	else
 		nulls[1] = true;
 	values[2] = Int64GetDatum(k.key);
-	values[3] = CStringGetTextDatum(lockmode == ExclusiveLock ? "exclusive" :
-									lockmode == ShareLock ? "shared" :
-									GetLockmodeName(DEFAULT_LOCKMETHOD, lockmode));
+	values[3] = lockmode == ExclusiveLock ? call->exclusive :
+		lockmode == ShareLock ? call->shared :
+		CStringGetTextDatum(GetLockmodeName(DEFAULT_LOCKMETHOD, lockmode));
 	/* scope */
 	if (h != NULL)
-		values[4] = CStringGetTextDatum("detached");
+		values[4] = call->scope_detached;
 	else if (e == NULL)
 		nulls[4] = true;
 	else if (!granted)
-		values[4] = CStringGetTextDatum(e->waiting == DLOCK_WAIT_XACT ? "transaction" : "session");
+		values[4] = e->waiting == DLOCK_WAIT_XACT ? call->scope_xact : call->scope_session;
 	else if (e->nsession > 0 && e->nxact > 0)
-		values[4] = CStringGetTextDatum("session+transaction");
+		values[4] = call->scope_both;
 	else if (e->nsession > 0)
-		values[4] = CStringGetTextDatum("session");
+		values[4] = call->scope_session;
 	else if (e->nxact > 0)
-		values[4] = CStringGetTextDatum("transaction");
+		values[4] = call->scope_xact;
 	else
 		nulls[4] = true;
 	values[5] = BoolGetDatum(granted);
@@ -516,14 +584,14 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
 	/* username, application_name, client_addr */
 	if (h != NULL)
 	{
-		values[7] = name_of(h->rolname);
+		values[7] = CStringGetTextDatum(h->rolname);
 		values[8] = CStringGetTextDatum(h->appname);
 		if (h->client[0] == '\0' || !may_see_client(h->role))
 			nulls[9] = true;
 		else
 			values[9] = DirectFunctionCall1(inet_in, CStringGetDatum(h->client));
 	}
-	else if ((a = hash_search(activity, &k.pid, HASH_FIND, NULL)) != NULL)
+	else if ((a = hash_search(call->activity, &k.pid, HASH_FIND, NULL)) != NULL)
 	{
 		values[7] = a->user;
 		nulls[7] = a->user_null;
@@ -558,11 +626,13 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
 		nulls[11] = nulls[12] = false;
 	}
 	/* wait_time of a waiter, hold_time of a holder */
-	values[13] = dlock_interval_datum(Max(now - since, 0));
+	values[13] = dlock_interval_datum(Max(call->now - since, 0));
 	nulls[13] = (granted || since == 0);
 	values[14] = values[13];
 	nulls[14] = (!granted || since == 0);
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	tuplestore_putvalues(call->rsinfo->setResult, call->rsinfo->setDesc, values, nulls);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(call->rowcxt);
 }
 
 /*
@@ -572,8 +642,7 @@ put_lock(ReturnSetInfo *rsinfo, const LockInstanceData *l, const NameKey *kp,
  * (for a wait, only an entry that waits).
  */
 static void
-put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
-		  bool granted, NameTable *names, HTAB *activity, TimestampTz now)
+put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool granted)
 {
 	NameKey		k;
 	NameRow    *row = NULL;
@@ -585,7 +654,7 @@ put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
 	k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
 	k.mode = lockmode == ShareLock ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	if (lockmode == ShareLock || lockmode == ExclusiveLock)
-		row = name_find(names, &k, false);
+		row = name_find(call->names, &k, false);
 	if (row != NULL)
 		foreach(lc, row->holds)
 		{
@@ -593,16 +662,16 @@ put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
 
 			if (granted ? h->state == DLOCK_HOLD_HELD : h->state == DLOCK_HOLD_WAITING)
 			{
-				put_lock(rsinfo, l, &k, lockmode, granted, NULL, h, activity, now);
+				put_lock(call, l, &k, lockmode, granted, NULL, h);
 				n++;
 			}
 		}
 	if (n > 0)
 		return;
-	put_lock(rsinfo, l, &k, lockmode, granted,
-			 row != NULL && row->e != NULL &&
-			 (granted || row->e->waiting != DLOCK_WAIT_NONE) ? row->e : NULL,
-			 NULL, activity, now);
+	put_lock(call, l, &k, lockmode, granted,
+			 row != NULL && row->has_entry &&
+			 (granted || row->e.waiting != DLOCK_WAIT_NONE) ? &row->e : NULL,
+			 NULL);
 }
 
 /*
@@ -614,22 +683,30 @@ put_locks(ReturnSetInfo *rsinfo, const LockInstanceData *l, LOCKMODE lockmode,
 Datum
 dlock_locks(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	NameTable	names;
-	HTAB	   *activity;
+	LocksCall	call;
 	LockData   *ld;
-	TimestampTz now;
 	int			i;
 
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_database_names_reset();
-	name_table_init(&names, 1024);
+	name_table_init(&names, names_expected());
 	for_each_name(index_name, &names);
-	activity = activity_by_pid();
+	call.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	call.names = &names;
+	call.activity = activity_by_pid();
+	call.rowcxt = AllocSetContextCreate(CurrentMemoryContext, "dlock_locks row",
+										ALLOCSET_SMALL_SIZES);
+	call.exclusive = CStringGetTextDatum("exclusive");
+	call.shared = CStringGetTextDatum("shared");
+	call.scope_detached = CStringGetTextDatum("detached");
+	call.scope_session = CStringGetTextDatum("session");
+	call.scope_xact = CStringGetTextDatum("transaction");
+	call.scope_both = CStringGetTextDatum("session+transaction");
 
 	ld = GetLockStatusData();
 	/* after everything was read: no hold or wait began later than this */
-	now = GetCurrentTimestamp();
+	call.now = GetCurrentTimestamp();
 	for (i = 0; i < ld->nelements; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];
@@ -641,9 +718,10 @@ dlock_locks(PG_FUNCTION_ARGS)
 			continue;
 		for (m = 1; m < MAX_LOCKMODES; m++)
 			if (l->holdMask & LOCKBIT_ON(m))
-				put_locks(rsinfo, l, m, true, &names, activity, now);
+				put_locks(&call, l, m, true);
 		if (l->waitLockMode != NoLock)
-			put_locks(rsinfo, l, l->waitLockMode, false, &names, activity, now);
+			put_locks(&call, l, l->waitLockMode, false);
 	}
+	MemoryContextDelete(call.rowcxt);
 	return (Datum) 0;
 }

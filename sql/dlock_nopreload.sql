@@ -26,6 +26,10 @@ SELECT dlock_try('leased', lease => '1 minute');
 SELECT dlock_lock_xact('leased', '1s', false, '1 minute');
 SELECT dlock_renew('unnamed', '1 minute');
 SELECT dlock_token('unnamed');
+-- and so do statistics (55000); nothing is counted without them
+SELECT * FROM dlock_stats;
+SELECT * FROM dlock_stats_info;
+SELECT dlock_stats_reset();
 -- and nothing was taken by the failed calls
 SELECT dlock_unlock_all();
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();

@@ -173,6 +173,20 @@ stats_hash(Oid dbid, int64 key, uint8 mode)
 					  UINT64CONST(0x9E3779B97F4A7C15)) >> 32);
 }
 
+/* The index slot where an entry with hash h starts its probe (its part: h % PARTS). */
+static inline uint32
+index_start(uint32 h)
+{
+	return (h / DLOCK_STATS_PARTS) & stats->index_mask;
+}
+
+/* ... and where entry e's does. */
+static inline uint32
+entry_index_start(const DlockStatsEntry *e)
+{
+	return index_start(stats_hash(e->r.dbid, e->r.key, e->r.mode));
+}
+
 static inline DlockStatsEntry *
 part_entry(int p, int i)
 {
@@ -190,7 +204,7 @@ static int
 part_find(int p, uint32 h, Oid dbid, int64 key, uint8 mode)
 {
 	int32	   *index = part_index(p);
-	uint32		i = (h / DLOCK_STATS_PARTS) & stats->index_mask;
+	uint32		i = index_start(h);
 
 	for (;;)
 	{
@@ -211,8 +225,7 @@ index_add(int p, int x)
 {
 	int32	   *index = part_index(p);
 	DlockStatsEntry *e = part_entry(p, x);
-	uint32		i = (stats_hash(e->r.dbid, e->r.key, e->r.mode) / DLOCK_STATS_PARTS) &
-		stats->index_mask;
+	uint32		i = entry_index_start(e);
 
 	while (index[i] >= 0)
 		i = (i + 1) & stats->index_mask;
@@ -226,7 +239,7 @@ index_remove(int p, int x)
 	int32	   *index = part_index(p);
 	uint32		mask = stats->index_mask;
 	DlockStatsEntry *e = part_entry(p, x);
-	uint32		i = (stats_hash(e->r.dbid, e->r.key, e->r.mode) / DLOCK_STATS_PARTS) & mask;
+	uint32		i = entry_index_start(e);
 	uint32		j;
 
 	while (index[i] >= 0 && index[i] != x)
@@ -243,7 +256,7 @@ index_remove(int p, int x)
 		if (index[j] < 0)
 			break;
 		o = part_entry(p, index[j]);
-		home = (stats_hash(o->r.dbid, o->r.key, o->r.mode) / DLOCK_STATS_PARTS) & mask;
+		home = entry_index_start(o);
 		/* move j into the gap at i unless its home lies in (i, j] */
 		if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
 		{

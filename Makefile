@@ -23,6 +23,13 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
 # headers (an -isystem directory wins over the same directory given with -I)
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 
+# the fault-injection build (test/faults.py): make DLOCK_FAULTS=1.  The
+# normal build has no fault point at all (src/fault.h).
+ifdef DLOCK_FAULTS
+OBJS += src/fault.o
+PG_CPPFLAGS += -DDLOCK_FAULTS
+endif
+
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
 	dlock_lease dlock_token dlock_detached dlock_stats dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
@@ -43,7 +50,7 @@ include $(PGXS)
 PROVE_FLAGS += -I test/t
 
 # every source file includes the shared headers (PGXS tracks no header changes)
-$(OBJS) $(OBJS:.o=.bc): src/dlock.h src/compat.h
+$(OBJS) $(OBJS:.o=.bc): src/dlock.h src/compat.h src/fault.h
 
 installcheck-nopreload:
 	$(pg_regress_installcheck) --temp-instance=tmp_check_nopreload \

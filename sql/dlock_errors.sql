@@ -95,9 +95,23 @@ SELECT name, lease_expires IS NOT NULL AS has_lease FROM dlock_locks WHERE pid =
 SELECT dlock_unlock_all();
 SELECT held();
 
--- a full shared lock table (max_locks_per_transaction): the lock manager's own
--- error, and every lock taken before it is known to dlock (released here in
--- the same block: while the table is full, even reading pg_locks fails)
+-- one session may hold at most dlock.max_held_locks names (53400, with a
+-- hint); a name it holds already can still be taken again
+SET dlock.max_held_locks = 3;
+SELECT dlock_try('cap-1'), dlock_try('cap-2'), dlock_try('cap-3', shared => true);
+SELECT try_sql($$SELECT dlock_try('cap-4')$$);
+SELECT dlock_lock('cap-4', timeout => '1s');
+SELECT dlock_try('cap-1'), dlock_unlock('cap-1');
+SELECT held();
+SELECT dlock_unlock_all();
+SET dlock.max_held_locks = -2;
+RESET dlock.max_held_locks;
+
+-- a full shared lock table (max_locks_per_transaction), with the session's
+-- own limit raised: the lock manager's own error, and every lock taken
+-- before it is known to dlock (released here in the same block: while the
+-- table is full, even reading pg_locks fails)
+SET dlock.max_held_locks = 1000000;
 DO $$
 DECLARE
   n int := 0;
@@ -118,6 +132,7 @@ END $$;
 SELECT held();
 -- and locking works again
 SELECT dlock_try('after-full'), dlock_unlock('after-full');
+RESET dlock.max_held_locks;
 
 DROP FUNCTION try_sql(text);
 DROP FUNCTION held();

@@ -55,3 +55,40 @@ COMMIT;
 SELECT dlock_renew('tx', '1 minute');
 
 DROP FUNCTION lease_left(text);
+
+-- the lease marker (objsubid 4 or 5) is held exactly while a name has session
+-- holds and a lease, whichever call brought which: a lease from a
+-- transaction-scope call on a session hold, a session hold on a transaction
+-- hold with a lease, a new hold without a lease where an old one left its marker
+CREATE FUNCTION marks() RETURNS text LANGUAGE sql AS $$
+  SELECT count(*) FILTER (WHERE objsubid = 1) || ' held, ' ||
+         count(*) FILTER (WHERE objsubid IN (4, 5)) || ' marked'
+  FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+$$;
+BEGIN;
+SELECT dlock_try_xact('mk-a', lease => '1 hour'), dlock_try('mk-a');
+COMMIT;
+SELECT marks(), dlock_unlock_all(), marks();
+BEGIN;
+SELECT dlock_try('mk-c'), dlock_try_xact('mk-c', lease => '1 hour');
+COMMIT;
+SELECT marks(), (SELECT name FROM dlock_locks WHERE pid = pg_backend_pid()), dlock_unlock_all(), marks();
+SELECT dlock_try('mk-e', lease => '1 hour');
+SELECT pg_advisory_unlock(dlock_key('mk-e'));
+SELECT dlock_try('mk-e'), marks();
+SELECT dlock_unlock('mk-e'), marks();
+
+-- a session part released behind dlock's back while a transaction hold of
+-- the same name keeps the lock: forgotten, and taken afresh with its marker
+BEGIN;
+SELECT dlock_try_xact('mk-t'), dlock_try('mk-t', lease => '1 hour');
+SELECT pg_advisory_unlock_all();
+SELECT dlock_try('mk-t'), marks();
+COMMIT;
+SELECT marks(), dlock_unlock_all(), marks();
+-- PREPARE TRANSACTION is refused while the session has a hold with a lease
+SELECT dlock_try('mk-p', lease => '1 hour');
+BEGIN;
+PREPARE TRANSACTION 'dlock_lease_prepare';
+SELECT dlock_unlock_all();
+DROP FUNCTION marks();

@@ -5,14 +5,16 @@
  *
  * A request is one DlockRequest per backend in shared memory: the backend
  * fills it in, marks it pending and sets the latch of the process it asks;
- * that process answers in place and sets the backend's latch.  The backend
- * waits for the answer without processing interrupts: the answer is a few
- * microseconds away, and a cancel that left before it could leave a lock
- * taken for a caller who was told it failed.  A cancel that arrives
- * meanwhile is processed right after; if it aborts the transaction that
- * acquired a detached lock, the lock is released (the acquisition is undone
- * with the transaction, so a caller never keeps a lock it was told it did
- * not get).
+ * that process answers in place and wakes the backend.  The backend waits
+ * for the answer interruptibly: a cancel or terminate takes back a request
+ * nobody has claimed yet, or leaves one being worked on, and the process
+ * asked then undoes what it did for it (dlock.h, DlockRequest.state), so a
+ * caller never keeps a lock it was told it did not get, and no call waits
+ * on a stalled lock holder.
+ *
+ * An acquisition is undone if the transaction (or subtransaction) that made
+ * it rolls back.  The undo never waits: it marks the hold (its fate word, or
+ * its waiter block) and wakes the process that holds it, which releases it.
  *
  * A waited acquisition (timeout > 0, lock busy) starts a waiter process and
  * waits for its ticket lock in the lock manager, interruptibly: a cancel, a
@@ -52,6 +54,7 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
@@ -83,14 +86,25 @@ dlock_read_hold(DlockHold *src, DlockHold *copy)
  */
 typedef struct Acquired
 {
-	Oid			dbid;
-	int64		key;
-	int64		token;
-	int			holder_pid;
+	int			index;			/* the holder's hold, or the waiter block */
+	uint64		use;			/* the hold's use, or the waiter's ticket */
+	bool		waiter;
 	SubTransactionId subid;
 } Acquired;
 
 static Acquired *acquired = NULL;
+
+/*
+ * Undos asked of waiters and not yet seen done: this session's next
+ * dlock_acquire waits for them (a waiter releases on its own time).
+ */
+#define MAX_PENDING_UNDOS 64
+static struct
+{
+	int			index;
+	uint64		ticket;
+}			pending_undos[MAX_PENDING_UNDOS];
+static int	n_pending_undos = 0;
 static int	n_acquired = 0;
 static int	max_acquired = 0;
 
@@ -98,11 +112,16 @@ static int	max_acquired = 0;
 static int	waiting_index = -1;
 static bool exit_hook_set = false;
 
-static void send_request(DlockRequest *r, int target_pid, int target_procno);
+static void detached_exit(int code, Datum arg);
 
 static void
 reserve_acquired(void)
 {
+	if (!exit_hook_set)
+	{
+		before_shmem_exit(detached_exit, (Datum) 0);
+		exit_hook_set = true;
+	}
 	if (n_acquired < max_acquired)
 		return;
 	if (acquired == NULL)
@@ -129,30 +148,47 @@ my_request(void)
 	return dlock_request(procno);
 }
 
-/* Undo acquisition i: release it, whoever holds it.  Cannot fail. */
+/*
+ * Undo acquisition i: have the process that holds it release it.  Cannot
+ * fail, and never waits (it runs while the transaction aborts): a hold that
+ * ended or was used again since is left alone.
+ */
 static void
 undo_acquired(int i)
 {
 	Acquired   *a = &acquired[i];
-	DlockRequest *r = my_request();
-	int			procno = -1;
-	int			j;
 
-	if (a->holder_pid <= 0)
-		procno = -1;
-	else if (a->holder_pid == dlock_shared->holder_pid)
-		procno = dlock_shared->holder_procno;
-	else
-		for (j = 0; j < dlock_shared->nwaiters; j++)
-			if (dlock_waiter(j)->worker_pid == a->holder_pid)
-				procno = dlock_waiter(j)->worker_procno;
-	if (procno >= 0)
+	DLOCK_FAULT("detached.undo");
+	if (a->waiter)
 	{
-		r->op = DLOCK_OP_UNDO;
-		r->hold.dbid = a->dbid;
-		r->hold.key = a->key;
-		r->hold.token = a->token;
-		send_request(r, a->holder_pid, procno);
+		DlockWaiter *w = dlock_waiter(a->index);
+
+		if (dlock_waiter_move(w, a->use, DLOCK_W_HELD, DLOCK_W_UNDO))
+		{
+			int			procno = w->worker_procno;
+
+			SetLatch(&GetPGProcByNumber(procno)->procLatch);
+			if (n_pending_undos < MAX_PENDING_UNDOS)
+			{
+				pending_undos[n_pending_undos].index = a->index;
+				pending_undos[n_pending_undos].ticket = a->use;
+				n_pending_undos++;
+			}
+		}
+	}
+	else
+	{
+		uint64		expected = DLOCK_FATE_PACK(a->use, DLOCK_FATE_HELD);
+
+		if (pg_atomic_compare_exchange_u64(dlock_hold_fate(a->index), &expected,
+										   DLOCK_FATE_PACK(a->use, DLOCK_FATE_UNDO)))
+		{
+			int			procno = dlock_shared->holder_procno;
+
+			pg_atomic_fetch_add_u32(&dlock_shared->undo_requests, 1);
+			if (dlock_shared->holder_pid != 0 && procno >= 0)
+				SetLatch(&GetPGProcByNumber(procno)->procLatch);
+		}
 	}
 	acquired[i] = acquired[--n_acquired];
 }
@@ -216,24 +252,32 @@ target_alive(int pid)
 	return false;
 }
 
+/* Will the next CHECK_FOR_INTERRUPTS end this call (a cancel, a terminate)? */
+static bool
+call_interrupted(void)
+{
+	return InterruptPending && INTERRUPTS_CAN_BE_PROCESSED() &&
+		(QueryCancelPending || ProcDiePending || ClientConnectionLost);
+}
+
 /*
- * Ask and wait for the answer, without processing interrupts (see the top
- * of the file).  If the process asked exits first, the answer is an error:
- * whatever it held went with it.
- *
- * On Linux the wait is on the request's state word (a futex, woken by
- * dlock_request_done), elsewhere on this backend's latch.
+ * Wait for the answer (see the top of the file).  On Linux the wait is on
+ * the request's state word (a futex, woken by dlock_request_done), elsewhere
+ * on this backend's latch.  A signal ends the wait early; so does a timeout
+ * of 100 ms, to see whether the process asked is still there.
  */
 static bool
 wait_answer(DlockRequest *r)
 {
 #ifdef __linux__
 	struct timespec ts = {0, 100 * 1000 * 1000};
+	uint32		st;
 
 	pg_atomic_write_u32(&r->sleeping, 1);
 	pg_memory_barrier();
-	if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_PENDING)
-		(void) syscall(SYS_futex, &r->state.value, FUTEX_WAIT, DLOCK_REQ_PENDING, &ts, NULL, 0);
+	st = pg_atomic_read_u32(&r->state);
+	if (st != DLOCK_REQ_DONE && !call_interrupted())
+		(void) syscall(SYS_futex, &r->state.value, FUTEX_WAIT, st, &ts, NULL, 0);
 	pg_atomic_write_u32(&r->sleeping, 0);
 	if (!PostmasterIsAlive())
 		proc_exit(1);
@@ -245,17 +289,163 @@ wait_answer(DlockRequest *r)
 	return pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE;
 }
 
+/* a request of this backend's not yet taken back: for the error and exit paths */
+static bool request_outstanding = false;
+
+/*
+ * This backend leaves its request, whatever state it is in: one nobody
+ * claimed is taken back, one being worked on is left to its process to undo
+ * (ABANDONED), and an acquisition answered but not taken is undone (its
+ * fate word) and the request freed.
+ */
 static void
-send_request(DlockRequest *r, int target_pid, int target_procno)
+abandon_request(DlockRequest *r)
 {
+	request_outstanding = false;
+	for (;;)
+	{
+		uint32		expected = DLOCK_REQ_PENDING;
+
+		if (pg_atomic_compare_exchange_u32(&r->state, &expected, DLOCK_REQ_IDLE))
+			return;
+		expected = DLOCK_REQ_WORKING;
+		if (pg_atomic_compare_exchange_u32(&r->state, &expected, DLOCK_REQ_ABANDONED))
+			return;
+		if (expected == DLOCK_REQ_DONE)
+			break;
+		if (expected == DLOCK_REQ_IDLE || expected == DLOCK_REQ_ABANDONED)
+			return;
+		/* PENDING again (a process gave back a claim): try again */
+	}
+	pg_read_barrier();
+	if (r->op == DLOCK_OP_ACQUIRE && r->result == DLOCK_RES_OK)
+	{
+		uint64		held = DLOCK_FATE_PACK(r->hold_use, DLOCK_FATE_HELD);
+
+		if (pg_atomic_compare_exchange_u64(dlock_hold_fate(r->hold_index), &held,
+										   DLOCK_FATE_PACK(r->hold_use, DLOCK_FATE_UNDO_QUIET)))
+		{
+			pg_atomic_fetch_add_u32(&dlock_shared->undo_requests, 1);
+			if (dlock_shared->holder_pid != 0 && dlock_shared->holder_procno >= 0)
+				SetLatch(&GetPGProcByNumber(dlock_shared->holder_procno)->procLatch);
+		}
+	}
+	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+}
+
+/* Process the interrupt that ended a request; it raises an error. */
+static void
+leave_request(void)
+{
+	request_outstanding = false;
+	CHECK_FOR_INTERRUPTS();
+	ereport(ERROR,
+			(errcode(ERRCODE_QUERY_CANCELED),
+			 errmsg("canceling statement due to user request")));
+}
+
+/*
+ * A request this backend left behind (ABANDONED, or taken back while the
+ * process asked was on it) is still being worked on: wait, interruptibly,
+ * until it is free again, or its process is gone.
+ */
+static bool
+wait_request_idle(DlockRequest *r, TimestampTz deadline)
+{
+	while (pg_atomic_read_u32(&r->state) != DLOCK_REQ_IDLE)
+	{
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			return false;
+		/* answered, and never taken (an earlier user of this slot died) */
+		if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE)
+		{
+			abandon_request(r);
+			continue;
+		}
+		if (!target_alive(r->target_pid))
+		{
+			pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+			break;
+		}
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/*
+ * This backend's request, free to be filled in (nothing of it may be
+ * written before: a request it left behind may still be read); false if
+ * deadline (0: none) passed first.
+ */
+static bool
+idle_request(DlockRequest **rp, TimestampTz deadline)
+{
+	if (!exit_hook_set)
+	{
+		before_shmem_exit(detached_exit, (Datum) 0);
+		exit_hook_set = true;
+	}
+	*rp = my_request();
+	return wait_request_idle(*rp, deadline);
+}
+
+/*
+ * Ask and wait for the answer; false if deadline (0: none) passed first.  A
+ * cancel or terminate, or the deadline, ends the wait: a request not yet
+ * claimed is taken back, one being worked on is left to the process asked,
+ * which undoes it (DlockRequest.state).  If the process asked exits first,
+ * the answer is an error: whatever it held went with it.  The request came
+ * from idle_request.
+ */
+static bool
+send_request(DlockRequest *r, int target_pid, int target_procno, TimestampTz deadline)
+{
+	Assert(pg_atomic_read_u32(&r->state) == DLOCK_REQ_IDLE);
 	r->target_pid = target_pid;
+	r->target_procno = target_procno;
 	r->caller_procno = GetNumberFromPGProc(MyProc);
 	r->result = DLOCK_RES_ERROR;
+	r->hold_index = -1;
+	r->hold_use = 0;
 	pg_write_barrier();
 	pg_atomic_write_u32(&r->state, DLOCK_REQ_PENDING);
+	request_outstanding = true;
 	SetLatch(&GetPGProcByNumber(target_procno)->procLatch);
-	while (pg_atomic_read_u32(&r->state) != DLOCK_REQ_DONE)
+	PG_TRY();
 	{
+		DLOCK_FAULT("detached.sent");
+	}
+	PG_CATCH();
+	{
+		abandon_request(r);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	for (;;)
+	{
+		uint32		expected;
+
+		if (pg_atomic_read_u32(&r->state) == DLOCK_REQ_DONE)
+			break;
+		if (call_interrupted())
+		{
+			expected = DLOCK_REQ_PENDING;
+			if (pg_atomic_compare_exchange_u32(&r->state, &expected, DLOCK_REQ_IDLE))
+				leave_request();
+			expected = DLOCK_REQ_WORKING;
+			if (pg_atomic_compare_exchange_u32(&r->state, &expected, DLOCK_REQ_ABANDONED))
+				leave_request();
+			continue;			/* answered meanwhile */
+		}
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+		{
+			/* taken back, or left to its process, which undoes it */
+			abandon_request(r);
+			return false;
+		}
 		if (wait_answer(r))
 			break;
 		if (!target_alive(target_pid))
@@ -281,10 +471,12 @@ send_request(DlockRequest *r, int target_pid, int target_procno)
 	}
 	pg_read_barrier();
 	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+	request_outstanding = false;
 #ifndef __linux__
 	/* whatever else set the latch meanwhile still finds it set */
 	SetLatch(MyLatch);
 #endif
+	return true;
 }
 
 /* The lock holder's pid and procno, waiting a little for it after a start. */
@@ -362,14 +554,13 @@ no_token_error(const DlockName *name, int64 token)
 }
 
 static void
-record_acquired(const DlockHold *h, int64 token, int holder)
+record_acquired(bool waiter, int index, uint64 use)
 {
 	Acquired   *a = &acquired[n_acquired++];
 
-	a->dbid = h->dbid;
-	a->key = h->key;
-	a->token = token;
-	a->holder_pid = holder;
+	a->waiter = waiter;
+	a->index = index;
+	a->use = use;
 	a->subid = GetCurrentSubTransactionId();
 }
 
@@ -413,7 +604,20 @@ abandon(int index, uint64 ticket)
 				break;
 			continue;
 		}
-		if (st != DLOCK_W_STARTING && st != DLOCK_W_WAITING && st != DLOCK_W_GRANTED)
+		if (st == DLOCK_W_STARTING)
+		{
+			/*
+			 * Not yet running: the block is free at once, and a worker that
+			 * starts later finds its ticket gone and leaves it alone.  The
+			 * postmaster is asked not to start it (it may be slow to).
+			 */
+			if (!dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE))
+				continue;
+			if (waiting_handle != NULL)
+				TerminateBackgroundWorker(waiting_handle);
+			break;
+		}
+		if (st != DLOCK_W_CLAIMED && st != DLOCK_W_WAITING && st != DLOCK_W_GRANTED)
 			break;				/* FREE: not ours any more */
 		if (!dlock_waiter_move(w, ticket, st, DLOCK_W_ABANDONED))
 			continue;
@@ -421,39 +625,26 @@ abandon(int index, uint64 ticket)
 			kill(pid, SIGINT);	/* out of the queue */
 		else if (st == DLOCK_W_GRANTED && pid != 0)
 			SetLatch(&GetPGProcByNumber(procno)->procLatch);
-		else if (st == DLOCK_W_STARTING && waiting_handle != NULL)
-		{
-			pid_t		wpid;
-			int			tries;
-
-			/*
-			 * Not yet running: have the postmaster not start it, or stop it.
-			 * A worker that runs frees the block as it exits; one that never
-			 * ran (or could not be forked) cannot, and we do.
-			 */
-			TerminateBackgroundWorker(waiting_handle);
-			for (tries = 0; tries < 1000; tries++)
-			{
-				if (GetBackgroundWorkerPid(waiting_handle, &wpid) == BGWH_STOPPED)
-				{
-					(void) dlock_waiter_move(w, ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE);
-					break;
-				}
-				if (dlock_waiter_state(w, ticket) != DLOCK_W_ABANDONED)
-					break;		/* it ran, and freed it */
-				pg_usleep(1000L);
-			}
-		}
+		/* CLAIMED: it finds out before it joins the queue */
 		break;
 	}
 }
 
+/*
+ * At exit: a waited acquisition in progress is given up, and acquisitions
+ * of a transaction that did not commit are undone (a FATAL can land inside
+ * the abort that would have undone them).
+ */
 static void
 detached_exit(int code, Datum arg)
 {
+	if (request_outstanding)
+		abandon_request(my_request());
 	if (waiting_index >= 0)
 		abandon(waiting_index, waiting_ticket);
 	waiting_index = -1;
+	while (n_acquired > 0)
+		undo_acquired(n_acquired - 1);
 }
 
 /*
@@ -514,10 +705,17 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	LOCKTAG		ticket_tag;
 	int			saved_lock_timeout = LockTimeout;
 	volatile bool check_client = false;
+	volatile bool timed_out = false;
 	uint32		st;
 	int64		token;
 	TimestampTz start = GetCurrentTimestamp();
 
+	/* a wait an error left behind (never expected): given up first */
+	if (waiting_index >= 0)
+	{
+		abandon(waiting_index, waiting_ticket);
+		waiting_index = -1;
+	}
 	ticket = pg_atomic_fetch_add_u64(&dlock_shared->ticket_next, 1);
 	index = claim_waiter(ticket);
 	if (index < 0)
@@ -557,18 +755,15 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 		no_worker_error(name);
 	}
 
-	if (!exit_hook_set)
-	{
-		before_shmem_exit(detached_exit, (Datum) 0);
-		exit_hook_set = true;
-	}
 	waiting_index = index;
 	waiting_ticket = ticket;
 	waiting_handle = handle;
 	PG_TRY();
 	{
+		DLOCK_FAULT("detached.waiting");
 		/* until the waiter holds the ticket and is in the queue */
-		while (dlock_waiter_state(w, ticket) == DLOCK_W_STARTING)
+		while ((st = dlock_waiter_state(w, ticket)) == DLOCK_W_STARTING ||
+			   st == DLOCK_W_CLAIMED)
 		{
 			pid_t		pid;
 
@@ -579,36 +774,46 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 						 errmsg("cannot wait for detached lock \"%s\": its background worker did not start",
 								dlock_display_name(name)),
 						 errhint("The server log says why.")));
-			sleep_on_latch(100L);
-		}
-
-		/*
-		 * Wait for the ticket: in the lock manager, so that a deadlock through
-		 * this session's own locks is found, and a cancel or statement_timeout
-		 * ends the wait.  The deadline is the waiter's, not lock_timeout.  A
-		 * client that goes away is noticed within a second.
-		 */
-		SET_LOCKTAG_ADVISORY(ticket_tag, tmpl->dbid, (uint32) (ticket >> 32),
-							 (uint32) ticket, 3);
-		LockTimeout = 0;
-		if (client_connection_check_interval == 0 && MyProcPort != NULL)
-		{
-			check_client = true;
-			client_connection_check_interval = 1000;
-			enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
-		}
-		(void) LockAcquire(&ticket_tag, ExclusiveLock, false, false);
-		LockRelease(&ticket_tag, ExclusiveLock, false);
-		if (check_client)
-		{
-			client_connection_check_interval = 0;
-			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
-		}
-		LockTimeout = saved_lock_timeout;
-
-		/* a waiter that died after letting go of the ticket: its last word */
-		while ((st = dlock_waiter_state(w, ticket)) == DLOCK_W_WAITING)
+			/* the deadline, while the postmaster or the worker is slow to start */
+			if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			{
+				timed_out = true;
+				break;
+			}
 			sleep_on_latch(10L);
+		}
+
+		if (!timed_out)
+		{
+			/*
+			 * Wait for the ticket: in the lock manager, so that a deadlock through
+			 * this session's own locks is found, and a cancel or statement_timeout
+			 * ends the wait.  The deadline is the waiter's, not lock_timeout.  A
+			 * client that goes away is noticed within a second.
+			 */
+			SET_LOCKTAG_ADVISORY(ticket_tag, tmpl->dbid, (uint32) (ticket >> 32),
+								 (uint32) ticket, 3);
+			LockTimeout = 0;
+			if (client_connection_check_interval == 0 && MyProcPort != NULL)
+			{
+				check_client = true;
+				client_connection_check_interval = 1000;
+				enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
+			}
+			(void) LockAcquire(&ticket_tag, ExclusiveLock, false, false);
+			LockRelease(&ticket_tag, ExclusiveLock, false);
+			if (check_client)
+			{
+				client_connection_check_interval = 0;
+				disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
+			}
+			LockTimeout = saved_lock_timeout;
+
+			/* a waiter that died after letting go of the ticket: its last word */
+			while ((st = dlock_waiter_state(w, ticket)) == DLOCK_W_WAITING)
+				sleep_on_latch(10L);
+			DLOCK_FAULT("detached.ticket");
+		}
 	}
 	PG_CATCH();
 	{
@@ -618,28 +823,35 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 			client_connection_check_interval = 0;
 			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
 		}
-		waiting_index = -1;
+		/* (still set meanwhile: a FATAL inside has detached_exit finish it) */
 		abandon(index, ticket);
+		waiting_index = -1;
 		count_detached(tmpl, dlock_stat_wait_error(geterrcode()),
 					   GetCurrentTimestamp() - start);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (timed_out)
+	{
+		/* given up: whatever the worker gets later is not kept */
+		abandon(index, ticket);
+		waiting_index = -1;
+		count_detached(tmpl, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+		return 0;
+	}
 	waiting_index = -1;
 
 	for (;;)
 	{
-		int			pid = w->worker_pid;
-
+		st = dlock_waiter_state(w, ticket);
 		pg_read_barrier();
 		token = w->hold.token;
-		st = dlock_waiter_state(w, ticket);
 		if (st == DLOCK_W_GRANTED)
 		{
 			/* take it; from here the waiter frees the block when it ends */
 			if (!dlock_waiter_move(w, ticket, DLOCK_W_GRANTED, DLOCK_W_HELD))
 				continue;
-			record_acquired(tmpl, token, pid);
+			record_acquired(true, index, ticket);
 			count_detached(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
 			return token;
 		}
@@ -680,6 +892,38 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	return 0;					/* not reached */
 }
 
+/*
+ * Before an acquisition: the locks this session's rolled-back acquisitions
+ * asked waiters to release are released (interruptibly; up to deadline, 0:
+ * none), so that a rollback and a new try of the same name do not meet the
+ * old hold.  (The lock holder does its undos before any new request.)
+ */
+static void
+wait_pending_undos(TimestampTz deadline)
+{
+	while (n_pending_undos > 0)
+	{
+		int			i = n_pending_undos - 1;
+
+		if (dlock_waiter_state(dlock_waiter(pending_undos[i].index),
+							   pending_undos[i].ticket) != DLOCK_W_UNDO)
+		{
+			n_pending_undos--;
+			continue;
+		}
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+			return;
+		sleep_on_latch(1L);
+	}
+}
+
+/* The timeout ran out before the lock holder answered (the call returns NULL). */
+static void
+detached_timed_out(const DlockHold *h, TimestampTz start)
+{
+	count_detached(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+}
+
 /* dlock_acquire(name, lease, timeout, shared) -> token, or NULL */
 Datum
 dlock_acquire(PG_FUNCTION_ARGS)
@@ -689,11 +933,13 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	int64		timeout_us = 0;
 	bool		shared;
 	DlockRequest *r;
+	DlockHold	req;
 	DlockHold  *h;
 	int			pid;
 	int			procno;
 	int64		token;
 	TimestampTz start = GetCurrentTimestamp();
+	TimestampTz deadline;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
@@ -721,10 +967,9 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	pid = holder_pid(&procno, &name);
 	reserve_acquired();
 
-	r = my_request();
-	h = &r->hold;
-	r->op = DLOCK_OP_ACQUIRE;
-	r->lease_us = lease_us;
+	/* the hold asked for, filled in before the request is free to write */
+	h = &req;
+	memset(h, 0, sizeof(*h));
 	h->state = DLOCK_HOLD_FREE;
 	h->mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	h->namelen = name.len;
@@ -739,12 +984,30 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	/* its end and expiry are counted by the holding process if this is */
 	h->counted = dlock_stats_tracking();
 
-	send_request(r, pid, procno);
+	/* the holder may be slow to answer: the timeout bounds that too */
+	deadline = timeout_us > 0 ? start + timeout_us : 0;
+	wait_pending_undos(deadline);
+	if (!idle_request(&r, deadline))
+	{
+		detached_timed_out(h, start);
+		PG_RETURN_NULL();
+	}
+	r->op = DLOCK_OP_ACQUIRE;
+	r->lease_us = lease_us;
+	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (char *) h + sizeof(pg_atomic_uint32),
+		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	if (!send_request(r, pid, procno, deadline))
+	{
+		detached_timed_out(h, start);
+		PG_RETURN_NULL();
+	}
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
-			record_acquired(h, r->token, pid);
+			record_acquired(false, r->hold_index, r->hold_use);
 			count_detached(h, DLOCK_STAT_ACQUIRED, -1);
+			/* from here, an error (a cancel) undoes it with the transaction */
+			DLOCK_FAULT("detached.recorded");
 			PG_RETURN_INT64(r->token);
 		case DLOCK_RES_BUSY:
 			if (timeout_us == 0)
@@ -764,6 +1027,14 @@ dlock_acquire(PG_FUNCTION_ARGS)
 							dlock_display_name(&name), dlock_shared->max_holds),
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks\" (a restart).")));
 			break;
+		case DLOCK_RES_ROLE_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
+							dlock_display_name(&name), h->rolname, (int) r->token),
+					 errdetail("The lock holder keeps room for other roles' detached locks."),
+					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\".")));
+			break;
 		case DLOCK_RES_NO_TOKEN:
 			no_token_error(&name, r->token);
 			break;
@@ -780,13 +1051,16 @@ dlock_acquire(PG_FUNCTION_ARGS)
  * false if no process holds a detached lock with that token.
  */
 static bool
-ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
+ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 		   int64 lease_us)
 {
+	DlockRequest *r;
 	int			pid = 0;
 	int			procno = -1;
 	int			i;
 
+	(void) idle_request(rp, 0);
+	r = *rp;
 	r->op = op;
 	r->lease_us = lease_us;
 	r->hold.dbid = MyDatabaseId;
@@ -807,8 +1081,13 @@ ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
 		pg_read_barrier();
 		wpid = w->worker_pid;
 		wprocno = w->worker_procno;
-		if ((st == DLOCK_W_GRANTED || st == DLOCK_W_HELD) &&
-			w->hold.token == token && wpid != 0)
+		/*
+		 * WAITING too: a waiter shows its hold as held, with its token,
+		 * just before it says GRANTED, and answers once it has.
+		 */
+		if ((st == DLOCK_W_WAITING || st == DLOCK_W_GRANTED || st == DLOCK_W_HELD ||
+			 st == DLOCK_W_UNDO) &&
+			w->hold.token == token && token > 0 && wpid != 0)
 		{
 			pid = wpid;
 			procno = wprocno;
@@ -825,7 +1104,7 @@ ask_holder(DlockRequest *r, const DlockName *name, int64 token, int op,
 		r->result = DLOCK_RES_NOT_HELD;
 		return false;
 	}
-	send_request(r, pid, procno);
+	(void) send_request(r, pid, procno, 0);
 	return true;
 }
 
@@ -865,8 +1144,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Extend it again before it runs out.")));
 	dlock_backend_init();
-	r = my_request();
-	(void) ask_holder(r, &name, token, DLOCK_OP_EXTEND, lease_us);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_EXTEND, lease_us);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
@@ -917,8 +1195,7 @@ dlock_release(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(1);
 	dlock_require_preload("Detached locks are held by a background worker.");
 	dlock_backend_init();
-	r = my_request();
-	(void) ask_holder(r, &name, token, DLOCK_OP_RELEASE, 0);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:

@@ -10,23 +10,29 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/parsenodes.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 DLOCK_MODULE_MAGIC;
 
 DlockShared *dlock_shared = NULL;
 int			dlock_max_locks_per_session = 64;
 int			dlock_max_detached_locks = 1000;
+int			dlock_max_detached_locks_per_role = -1;
+int			dlock_max_held_locks = -1;
 int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
 bool		dlock_allow_standby_locks = false;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility = NULL;
 
 void		_PG_init(void);
 
@@ -51,7 +57,7 @@ dlock_require_preload(const char *detail)
  * worker slot.  Each part starts at the offset the header records.
  */
 static Size
-dlock_shmem_layout(Size *requests_off, Size *holds_off, Size *waiters_off)
+dlock_shmem_layout(Size *requests_off, Size *holds_off, Size *waiters_off, Size *fates_off)
 {
 	Size		size;
 
@@ -62,7 +68,9 @@ dlock_shmem_layout(Size *requests_off, Size *holds_off, Size *waiters_off)
 	*holds_off = size = MAXALIGN(size);
 	size = add_size(size, mul_size(dlock_max_detached_locks, sizeof(DlockHold)));
 	*waiters_off = size = MAXALIGN(size);
-	return add_size(size, mul_size(max_worker_processes, sizeof(DlockWaiter)));
+	size = add_size(size, mul_size(max_worker_processes, sizeof(DlockWaiter)));
+	*fates_off = size = MAXALIGN(size);
+	return add_size(size, mul_size(dlock_max_detached_locks, sizeof(pg_atomic_uint64)));
 }
 
 static Size
@@ -70,9 +78,10 @@ dlock_shmem_size(void)
 {
 	Size		a,
 				b,
-				c;
+				c,
+				d;
 
-	return dlock_shmem_layout(&a, &b, &c);
+	return dlock_shmem_layout(&a, &b, &c, &d);
 }
 
 static void
@@ -84,6 +93,9 @@ dlock_shmem_request(void)
 	RequestAddinShmemSpace(dlock_stats_shmem_size());
 	RequestNamedLWLockTranche("dlock", 1);
 	dlock_stats_shmem_request();
+#ifdef DLOCK_FAULTS
+	RequestAddinShmemSpace(dlock_fault_shmem_size());
+#endif
 }
 
 static void
@@ -111,7 +123,8 @@ dlock_shmem_startup(void)
 		s->token_block = dlock_token_reserve;
 		for (i = 0; i < s->nslots; i++)
 			pg_atomic_init_u32(&dlock_slot(i)->changecount, 0);
-		(void) dlock_shmem_layout(&s->requests_off, &s->holds_off, &s->waiters_off);
+		(void) dlock_shmem_layout(&s->requests_off, &s->holds_off, &s->waiters_off,
+								  &s->fates_off);
 		s->holder_pid = 0;
 		s->holder_procno = -1;
 		s->max_holds = dlock_max_detached_locks;
@@ -124,7 +137,11 @@ dlock_shmem_startup(void)
 			pg_atomic_init_u32(&dlock_request(i)->sleeping, 0);
 		}
 		for (i = 0; i < s->max_holds; i++)
+		{
 			pg_atomic_init_u32(&dlock_hold(i)->changecount, 0);
+			pg_atomic_init_u64(dlock_hold_fate(i), DLOCK_FATE_PACK(0, DLOCK_FATE_FREE));
+		}
+		pg_atomic_init_u32(&s->undo_requests, 0);
 		for (i = 0; i < s->nwaiters; i++)
 		{
 			pg_atomic_init_u64(&dlock_waiter(i)->tstate, DLOCK_W_PACK(0, DLOCK_W_FREE));
@@ -137,13 +154,52 @@ dlock_shmem_startup(void)
 		pg_atomic_init_u64(&s->token_retry_at, 0);
 	}
 	dlock_stats_shmem_init();
+#ifdef DLOCK_FAULTS
+	dlock_fault_shmem_init();
+#endif
 	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * DISCARD ALL releases every session-level advisory lock behind dlock's
+ * back (pgbouncer's server_reset_query, for one): the session's holds are
+ * forgotten at once, so that neither the view nor the lease reaper takes a
+ * lock of the same key taken afresh afterwards for the old hold.
+ */
+static void
+dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					  ProcessUtilityContext context, ParamListInfo params,
+					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
+	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
+		dlock_forget_released_session_holds();
 }
 
 void
 _PG_init(void)
 {
 	BackgroundWorker worker;
+
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = dlock_process_utility;
+
+	DefineCustomIntVariable("dlock.max_held_locks",
+							"Named locks one session can hold or wait for through dlock at once.",
+							"-1 (the default) is a quarter of the server's lock table "
+							"(max_locks_per_transaction * (max_connections + other processes + max_prepared_transactions)), "
+							"so that no single session can fill it.",
+							&dlock_max_held_locks,
+							-1, -1, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
 
 	/* a per-session choice, so it exists with or without preloading */
 	DefineCustomBoolVariable("dlock.allow_standby_locks",
@@ -185,6 +241,14 @@ _PG_init(void)
 							&dlock_max_detached_locks,
 							1000, 0, 1000000,
 							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_detached_locks_per_role",
+							"Detached locks the lock holder process holds for one role at most.",
+							"-1 (the default) is half of dlock.max_detached_locks, so that no single role "
+							"can take them all.",
+							&dlock_max_detached_locks_per_role,
+							-1, -1, 1000000,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.max_stats",
 							"Entries (database, name and mode) the dlock_stats view keeps.",

@@ -98,6 +98,20 @@ typedef enum DlockMode
 
 #define DlockLockMode(m) ((m) == DLOCK_SHARED ? ShareLock : ExclusiveLock)
 
+/*
+ * Advisory locks of dlock's own (objsubid; pg_advisory_lock(bigint) uses 1,
+ * the (int, int) forms 2): the ticket of a waited detached acquisition (3),
+ * and the lease marker of a session hold with a lease (4 + mode), held in
+ * AccessShareLock (which nothing else takes, so it never conflicts) for as
+ * long as dlock's hold lasts.  The lock manager drops it with every session
+ * lock released behind dlock's back (DISCARD ALL, pg_advisory_unlock_all),
+ * so the reaper ends only a session whose own leased hold is still there.
+ */
+#define DLOCK_SUBID_KEY		1
+#define DLOCK_SUBID_TICKET	3
+#define DLOCK_SUBID_MARKER	4
+#define DLOCK_MARKER_MODE	AccessShareLock
+
 /* What an entry is waiting for, if anything. */
 #define DLOCK_WAIT_NONE		0
 #define DLOCK_WAIT_SESSION	1
@@ -131,6 +145,7 @@ typedef struct DlockSlot
 {
 	pg_atomic_uint32 changecount;	/* odd while the owner is writing */
 	int32		pid;			/* owner; 0 when unused */
+	uint32		generation;		/* one more for every owner */
 	Oid			dbid;
 	int32		nused;			/* entries[0 .. nused) may be in use */
 	DlockEntry	entries[FLEXIBLE_ARRAY_MEMBER];
@@ -177,16 +192,43 @@ typedef struct DlockHold
 	char		client[DLOCK_CLIENT_MAX];	/* "" for a Unix socket */
 } DlockHold;
 
-/* DlockRequest.state */
+/*
+ * DlockRequest.state.  The sender moves IDLE -> PENDING, and back to IDLE
+ * when it has the answer (DONE) or takes back a request nobody claimed
+ * (PENDING, on a cancel).  The process asked claims it (PENDING -> WORKING)
+ * and answers (WORKING -> DONE).  A sender interrupted while its request is
+ * being worked on leaves it (WORKING -> ABANDONED): the process asked then
+ * undoes what it did for it (an acquisition is released, an extension taken
+ * back) and frees the request (ABANDONED -> IDLE).  A new request waits for
+ * IDLE.
+ */
 #define DLOCK_REQ_IDLE		0
 #define DLOCK_REQ_PENDING	1
 #define DLOCK_REQ_DONE		2
+#define DLOCK_REQ_WORKING	3
+#define DLOCK_REQ_ABANDONED	4
 
 /* DlockRequest.op */
 #define DLOCK_OP_ACQUIRE	1	/* without waiting */
 #define DLOCK_OP_EXTEND		2
 #define DLOCK_OP_RELEASE	3
-#define DLOCK_OP_UNDO		4	/* release: the acquiring transaction aborted */
+
+/*
+ * DlockShared.hold_fate[i]: the fate word of the lock holder's hold i, the
+ * hold's use (one more each time the index is used) and its state in one
+ * word.  The backend whose transaction acquired the hold undoes it, when
+ * that transaction rolls back, by moving PACK(use, HELD) to PACK(use, UNDO)
+ * and waking the holder: it never waits for the holder, and a late undo of
+ * an index used again since changes nothing.
+ */
+#define DLOCK_FATE_FREE		0
+#define DLOCK_FATE_HELD		1
+#define DLOCK_FATE_UNDO		2
+#define DLOCK_FATE_UNDO_QUIET 3	/* the same, for an acquisition its caller never
+								 * took (neither it nor its end is counted) */
+#define DLOCK_FATE_PACK(use, st)	(((uint64) (use) << 8) | (uint64) (st))
+#define DLOCK_FATE_STATE(v)			((uint32) ((v) & 0xff))
+#define DLOCK_FATE_USE(v)			((uint64) (v) >> 8)
 
 /* DlockRequest.result (and DlockWaiter.result) */
 #define DLOCK_RES_OK		0
@@ -198,6 +240,7 @@ typedef struct DlockHold
 #define DLOCK_RES_NOT_YOURS 6	/* held by another role */
 #define DLOCK_RES_ERROR		7	/* sqlerrcode, message, detail */
 #define DLOCK_RES_TIMEOUT	8	/* waiter: not granted within the timeout */
+#define DLOCK_RES_ROLE_FULL 9	/* the role holds dlock.max_detached_locks_per_role */
 
 #define DLOCK_MSG_MAX 256
 
@@ -219,6 +262,7 @@ typedef struct DlockRequest
 	pg_atomic_uint32 state;		/* DLOCK_REQ_* */
 	pg_atomic_uint32 sleeping;	/* the sender sleeps until state changes */
 	int			target_pid;		/* the process asked */
+	int			target_procno;
 	int			op;				/* DLOCK_OP_* */
 	int			caller_procno;
 	bool		superuser;		/* the caller may act for any role */
@@ -227,6 +271,8 @@ typedef struct DlockRequest
 								 * role */
 	/* the answer */
 	int			result;			/* DLOCK_RES_* */
+	int			hold_index;		/* ACQUIRE: the holder's hold, and its use */
+	uint64		hold_use;
 	int64		token;
 	TimestampTz expires;
 	char		holder_role[NAMEDATALEN];
@@ -240,7 +286,11 @@ typedef struct DlockRequest
  * the block was reused) changes nothing.
  */
 #define DLOCK_W_FREE		0
-#define DLOCK_W_STARTING	1	/* claimed by a caller, worker not yet there */
+#define DLOCK_W_STARTING	1	/* claimed by a caller, worker not yet there;
+								 * a caller that gives up frees it at once,
+								 * and a worker that starts later finds its
+								 * ticket gone and touches nothing */
+#define DLOCK_W_CLAIMED		8	/* the worker runs, not yet in the queue */
 #define DLOCK_W_WAITING		2	/* the worker holds the ticket and waits */
 #define DLOCK_W_GRANTED		3	/* the worker holds the lock; caller to take it */
 #define DLOCK_W_ENDED		4	/* not granted (result says why); caller frees */
@@ -249,6 +299,8 @@ typedef struct DlockRequest
 								 * the lock ends */
 #define DLOCK_W_ORPHANED	7	/* the lock ended before the caller took it;
 								 * caller frees */
+#define DLOCK_W_UNDO		9	/* taken, and the caller's transaction rolled
+								 * back: the worker releases it and frees */
 
 #define DLOCK_W_PACK(ticket, st)	(((uint64) (ticket) << 8) | (uint64) (st))
 #define DLOCK_W_STATE(v)			((uint32) ((v) & 0xff))
@@ -320,6 +372,7 @@ typedef struct DlockShared
 	/* detached locks */
 	int			holder_pid;		/* the lock holder; 0 when not running */
 	int			holder_procno;
+	pg_atomic_uint32 undo_requests;	/* one more for every undo asked of it */
 	int			max_holds;		/* dlock.max_detached_locks */
 	int			nwaiters;		/* max_worker_processes */
 	pg_atomic_uint64 ticket_next;
@@ -329,6 +382,7 @@ typedef struct DlockShared
 	Size		requests_off;	/* DlockRequest[nslots] */
 	Size		holds_off;		/* DlockHold[max_holds] */
 	Size		waiters_off;	/* DlockWaiter[nwaiters] */
+	Size		fates_off;		/* pg_atomic_uint64[max_holds] */
 	/* slots follow, each slot_size bytes, MAXALIGNed; then the above */
 } DlockShared;
 
@@ -338,6 +392,8 @@ typedef struct DlockShared
 	(&((DlockHold *) ((char *) dlock_shared + dlock_shared->holds_off))[i])
 #define dlock_waiter(i) \
 	(&((DlockWaiter *) ((char *) dlock_shared + dlock_shared->waiters_off))[i])
+#define dlock_hold_fate(i) \
+	(&((pg_atomic_uint64 *) ((char *) dlock_shared + dlock_shared->fates_off))[i])
 
 /* A checked lock-name argument (name.c). */
 typedef struct DlockName
@@ -352,6 +408,8 @@ typedef struct DlockName
 extern DlockShared *dlock_shared;
 extern int	dlock_max_locks_per_session;
 extern int	dlock_max_detached_locks;
+extern int	dlock_max_detached_locks_per_role;
+extern int	dlock_max_held_locks;
 extern int	dlock_token_reserve;
 extern bool dlock_allow_standby_locks;
 extern void dlock_require_preload(const char *detail);
@@ -451,7 +509,17 @@ extern int	dlock_nrefs(void);
 extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
 extern void dlock_entry_free_if_unused(int ref);
 extern bool dlock_entry_lock_held(const DlockEntry *e);
+extern bool dlock_marker_held(int64 key, uint8 mode);
+extern void dlock_marker_take(int64 key, uint8 mode);
+extern void dlock_marker_drop(int64 key, uint8 mode);
 extern void dlock_forget_stale_session_hold(int ref);
+extern void dlock_forget_released_session_holds(void);
+extern void dlock_drop_stale_session_part(int ref);
+extern TimestampTz dlock_min_lease;
+extern void dlock_note_lease(TimestampTz expires);
+extern void dlock_refuse_after_expiry(void);
+extern void dlock_forget_released_leased(void);
+extern void dlock_refuse_prepare_with_lease(void);
 
 static inline void
 dlock_backend_init(void)
@@ -559,6 +627,7 @@ extern void dlock_add_xact_hold(int ref);
 /* name.c */
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
+extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
 extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
@@ -589,7 +658,7 @@ extern void dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
 									   SubTransactionId parentSubid);
 
 /* holder.c */
-extern void dlock_request_done(DlockRequest *r);
+extern bool dlock_request_done(DlockRequest *r);
 extern PGDLLEXPORT void dlock_holder_main(Datum arg);
 extern PGDLLEXPORT void dlock_waiter_main(Datum arg);
 extern void dlock_note_expiry(const DlockHold *h);

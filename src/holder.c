@@ -50,6 +50,7 @@
 #include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lock.h"
@@ -61,6 +62,7 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 /* ---- shared by both kinds ---- */
 
@@ -133,35 +135,55 @@ log_expiry(const DlockHold *h, const char *who)
 }
 
 /*
- * Mark a request answered and wake its sender if it sleeps.  On Linux the
- * sender sleeps on the state word itself (a futex): a wake-up is one system
- * call, where setting a sleeping process's latch sends it a signal, which
- * costs several times as much and was most of a detached lock's cost.
+ * Mark a request answered and wake its sender if it sleeps; false if its
+ * sender left it meanwhile (ABANDONED; dlock.h), when the caller undoes what
+ * it did for it and then frees it (request_free).  On Linux the sender
+ * sleeps on the state word itself (a futex): a wake-up is one system call,
+ * where setting a sleeping process's latch sends it a signal, which costs
+ * several times as much and was most of a detached lock's cost.
  */
-void
+bool
 dlock_request_done(DlockRequest *r)
 {
-	pg_atomic_write_u32(&r->state, DLOCK_REQ_DONE);
-	pg_memory_barrier();
+	uint32		expected = DLOCK_REQ_WORKING;
+
+	if (!pg_atomic_compare_exchange_u32(&r->state, &expected, DLOCK_REQ_DONE))
+		return false;
 #ifdef __linux__
 	if (pg_atomic_read_u32(&r->sleeping) != 0)
 		(void) syscall(SYS_futex, &r->state.value, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 #else
 	SetLatch(&GetPGProcByNumber(r->caller_procno)->procLatch);
 #endif
+	return true;
 }
 
-/* Answer a request and wake its sender. */
+/* A request its sender left, undone: free for the sender's next one. */
 static void
+request_free(DlockRequest *r)
+{
+	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
+}
+
+/* Answer a request and wake its sender; false if the sender left it. */
+static bool
 reply(DlockRequest *r, int result)
 {
 	r->result = result;
 	pg_write_barrier();
-	dlock_request_done(r);
+	return dlock_request_done(r);
+}
+
+/* Answer a request that changed nothing (freed if its sender left it). */
+static void
+reply_only(DlockRequest *r, int result)
+{
+	if (!reply(r, result))
+		request_free(r);
 }
 
 /*
- * Checks common to extend, release and undo of hold h (held by this
+ * Checks common to extend and release of hold h (held by this
  * process): is it the hold named, may the caller act on it, is its lease
  * still running?  DLOCK_RES_OK if the operation may go on.
  */
@@ -171,17 +193,39 @@ check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
 		h->key != r->hold.key || h->dbid != r->hold.dbid)
 		return DLOCK_RES_NOT_HELD;
-	if (r->op != DLOCK_OP_UNDO && h->role != r->hold.role && !r->superuser)
+	if (h->role != r->hold.role && !r->superuser)
 	{
 		strlcpy(r->holder_role, h->rolname, NAMEDATALEN);
 		return DLOCK_RES_NOT_YOURS;
 	}
-	if (r->op != DLOCK_OP_UNDO && h->lease_expires <= now)
+	if (h->lease_expires <= now)
 	{
 		r->expires = h->lease_expires;
 		return DLOCK_RES_EXPIRED;
 	}
 	return DLOCK_RES_OK;
+}
+
+/*
+ * Extend hold h (held by this process) as r asks, and answer; false if its
+ * sender left meanwhile, when the lease it was not told of is taken back.
+ */
+static bool
+extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
+{
+	TimestampTz old = h->lease_expires;
+
+	dlock_hold_begin(h);
+	h->lease_expires = now + r->lease_us;
+	dlock_hold_end(h);
+	r->expires = h->lease_expires;
+	if (reply(r, DLOCK_RES_OK))
+		return true;
+	dlock_hold_begin(h);
+	h->lease_expires = old;
+	dlock_hold_end(h);
+	request_free(r);
+	return false;
 }
 
 /* ---- the lock holder ---- */
@@ -206,11 +250,28 @@ typedef struct HeldKeyTag
 	int64		key;
 } HeldKeyTag;
 
+typedef struct HeldRole
+{
+	Oid			role;			/* hash key */
+	int			nholds;
+} HeldRole;
+
 static HTAB *by_token;
 static HTAB *by_key;
+static HTAB *by_role;
 static int *free_holds;			/* a stack of unused hold indexes */
 static int	n_free_holds;
 static TimestampTz next_expiry = PG_INT64_MAX;
+static uint32 undo_seen = 0;
+
+/*
+ * An acquisition between the lock manager's grant and its record, for the
+ * error recovery of the holder's loop: the lock it must give back.
+ */
+static DlockRequest *serving = NULL;
+static bool serving_locked = false;
+static LOCKTAG serving_tag;
+static LOCKMODE serving_mode;
 
 static void
 holder_exit(int code, Datum arg)
@@ -232,6 +293,37 @@ holder_exit(int code, Datum arg)
 	}
 }
 
+/*
+ * A backend-local hash table that never allocates after this: filled once
+ * to its bound and emptied, its elements stay on its free list, so that an
+ * insert while serving a request cannot fail for want of memory.
+ */
+static HTAB *
+prefilled_table(const char *name, int max, Size keysize, Size entrysize)
+{
+	HASHCTL		ctl;
+	HTAB	   *t;
+	char	   *key = palloc0(keysize);
+	int			i;
+
+	memset(&ctl, 0, sizeof(ctl));
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	t = hash_create(name, max + 1, &ctl, HASH_ELEM | HASH_BLOBS);
+	for (i = 0; i <= max; i++)
+	{
+		memcpy(key, &i, sizeof(i));
+		(void) hash_search(t, key, HASH_ENTER, NULL);
+	}
+	for (i = 0; i <= max; i++)
+	{
+		memcpy(key, &i, sizeof(i));
+		(void) hash_search(t, key, HASH_REMOVE, NULL);
+	}
+	pfree(key);
+	return t;
+}
+
 static HeldKey *
 held_key(const DlockHold *h, HASHACTION action)
 {
@@ -248,14 +340,38 @@ held_key(const DlockHold *h, HASHACTION action)
 	return k;
 }
 
+static HeldRole *
+held_role(Oid role, HASHACTION action)
+{
+	bool		found;
+	HeldRole   *r = hash_search(by_role, &role, action, &found);
+
+	if (action == HASH_ENTER && !found)
+		r->nholds = 0;
+	return r;
+}
+
+/* dlock.max_detached_locks_per_role as it applies: -1 is half the table. */
+static int
+role_limit(void)
+{
+	if (dlock_max_detached_locks_per_role >= 0)
+		return dlock_max_detached_locks_per_role;
+	return Max(dlock_shared->max_holds / 2, 1);
+}
+
 /* Release hold i: the lock, its record, its index entries. */
 static void
 holder_release(int i)
 {
 	DlockHold  *h = dlock_hold(i);
+	pg_atomic_uint64 *fate = dlock_hold_fate(i);
 	LOCKTAG		tag;
 	HeldKey    *k;
+	HeldRole   *role;
 
+	/* counted first: the next holder may look at dlock_stats at once */
+	hold_ended(h);
 	hold_locktag(&tag, h);
 	if (!LockRelease(&tag, DlockLockMode(h->mode), true))
 		elog(WARNING, "dlock lock holder did not hold the lock of \"%.*s\"",
@@ -270,12 +386,45 @@ holder_release(int i)
 		if (k->nshared <= 0 && k->nexclusive <= 0)
 			hash_search(by_key, k, HASH_REMOVE, NULL);
 	}
+	role = held_role(h->role, HASH_FIND);
+	if (role != NULL && --role->nholds <= 0)
+		hash_search(by_role, &h->role, HASH_REMOVE, NULL);
 	hash_search(by_token, &h->token, HASH_REMOVE, NULL);
-	hold_ended(h);
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
 	dlock_hold_end(h);
+	pg_atomic_write_u64(fate, DLOCK_FATE_PACK(DLOCK_FATE_USE(pg_atomic_read_u64(fate)),
+											  DLOCK_FATE_FREE));
 	free_holds[n_free_holds++] = i;
+}
+
+/* Release every hold whose acquiring transaction rolled back (its fate word). */
+static void
+holder_undo(void)
+{
+	uint32		seen = pg_atomic_read_u32(&dlock_shared->undo_requests);
+	int			i;
+
+	if (seen == undo_seen)
+		return;
+	undo_seen = seen;
+	pg_read_barrier();
+	for (i = 0; i < dlock_shared->max_holds; i++)
+	{
+		uint32		st = DLOCK_FATE_STATE(pg_atomic_read_u64(dlock_hold_fate(i)));
+		DlockHold  *h = dlock_hold(i);
+
+		if ((st != DLOCK_FATE_UNDO && st != DLOCK_FATE_UNDO_QUIET) || h->state != DLOCK_HOLD_HELD)
+			continue;
+		if (st == DLOCK_FATE_UNDO_QUIET && h->counted)
+		{
+			/* its caller never took it: neither it nor its end counts */
+			dlock_hold_begin(h);
+			h->counted = false;
+			dlock_hold_end(h);
+		}
+		holder_release(i);
+	}
 }
 
 /*
@@ -321,11 +470,20 @@ take_without_waiting(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode,
 		FlushErrorState();
 		dlock_error_save(&r->error, edata);
 		FreeErrorData(edata);
-		reply(r, DLOCK_RES_ERROR);
+		reply_only(r, DLOCK_RES_ERROR);
 		ok = false;
 	}
 	PG_END_TRY();
 	return ok;
+}
+
+/* Give back a grant not recorded, and answer. */
+static void
+give_back(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode, int result)
+{
+	LockRelease(tag, lockmode, true);
+	serving_locked = false;
+	reply_only(r, result);
 }
 
 static void
@@ -337,50 +495,82 @@ holder_acquire(DlockRequest *r)
 	LOCALLOCK  *locallock = NULL;
 	LockAcquireResult res;
 	HeldKey    *k;
+	HeldRole   *role;
 	int64		token;
 	DlockHold  *h;
+	pg_atomic_uint64 *fate;
+	uint64		use;
 	int			i;
 
+	/*
+	 * Rolled-back acquisitions are undone first: a backend marks its undo
+	 * (and counts it) before it sends its next request, which this process
+	 * claimed with a full barrier, so a new try of the same name never meets
+	 * the old hold.
+	 */
+	holder_undo();
 	if (n_free_holds == 0)
 	{
-		reply(r, DLOCK_RES_FULL);
+		reply_only(r, DLOCK_RES_FULL);
+		return;
+	}
+	role = held_role(req->role, HASH_FIND);
+	if ((role != NULL ? role->nholds : 0) >= role_limit())
+	{
+		r->token = role_limit();
+		reply_only(r, DLOCK_RES_ROLE_FULL);
 		return;
 	}
 	/* our own holds, for other owners, conflict as another session's would */
 	k = held_key(req, HASH_FIND);
 	if (k != NULL && (req->mode == DLOCK_EXCLUSIVE || k->nexclusive > 0))
 	{
-		reply(r, DLOCK_RES_BUSY);
+		reply_only(r, DLOCK_RES_BUSY);
 		return;
 	}
 
 	hold_locktag(&tag, req);
+	DLOCK_FAULT("holder.acquire");
 	if (!take_without_waiting(r, &tag, lockmode, &locallock, &res))
 		return;
 
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
-		reply(r, DLOCK_RES_BUSY);
+		reply_only(r, DLOCK_RES_BUSY);
 		return;
 	}
+	serving_tag = tag;
+	serving_mode = lockmode;
+	serving_locked = true;
 	if (res != LOCKACQUIRE_OK && queue_has_conflict(locallock, lockmode))
 	{
-		LockRelease(&tag, lockmode, true);
-		reply(r, DLOCK_RES_BUSY);
+		give_back(r, &tag, lockmode, DLOCK_RES_BUSY);
 		return;
 	}
+	DLOCK_FAULT("holder.granted");
 	token = dlock_next_token();
 	if (token <= 0)
 	{
-		LockRelease(&tag, lockmode, true);
 		r->token = token;
-		reply(r, DLOCK_RES_NO_TOKEN);
+		give_back(r, &tag, lockmode, DLOCK_RES_NO_TOKEN);
+		return;
+	}
+	DLOCK_FAULT("holder.token");
+	if (ProcDiePending)
+	{
+		/* about to exit, and the lock with it: not a token for the caller */
+		r->token = 0;
+		dlock_error_set(&r->error, ERRCODE_ADMIN_SHUTDOWN,
+						"the dlock lock holder process is exiting", NULL, NULL);
+		give_back(r, &tag, lockmode, DLOCK_RES_ERROR);
 		return;
 	}
 
-	/* nothing below can fail: the tables were sized for max_holds */
+	/* nothing below can fail: the tables were filled to max_holds once */
 	i = free_holds[--n_free_holds];
 	h = dlock_hold(i);
+	fate = dlock_hold_fate(i);
+	use = DLOCK_FATE_USE(pg_atomic_read_u64(fate)) + 1;
 	dlock_hold_begin(h);
 	h->mode = req->mode;
 	h->namelen = req->namelen;
@@ -397,17 +587,30 @@ holder_acquire(DlockRequest *r)
 	memcpy(h->client, req->client, DLOCK_CLIENT_MAX);
 	h->state = DLOCK_HOLD_HELD;
 	dlock_hold_end(h);
+	pg_atomic_write_u64(fate, DLOCK_FATE_PACK(use, DLOCK_FATE_HELD));
 	((HeldToken *) hash_search(by_token, &token, HASH_ENTER, NULL))->index = i;
 	k = held_key(h, HASH_ENTER);
 	if (h->mode == DLOCK_SHARED)
 		k->nshared++;
 	else
 		k->nexclusive++;
+	held_role(h->role, HASH_ENTER)->nholds++;
 	next_expiry = Min(next_expiry, h->lease_expires);
+	serving_locked = false;
 
 	r->token = token;
 	r->expires = h->lease_expires;
-	reply(r, DLOCK_RES_OK);
+	r->hold_index = i;
+	r->hold_use = use;
+	if (!reply(r, DLOCK_RES_OK))
+	{
+		/* its sender left while we were at it: not kept, nor counted */
+		dlock_hold_begin(h);
+		h->counted = false;
+		dlock_hold_end(h);
+		holder_release(i);
+		request_free(r);
+	}
 }
 
 static void
@@ -420,11 +623,12 @@ holder_extend_release(DlockRequest *r)
 
 	if (t == NULL)
 	{
-		reply(r, DLOCK_RES_NOT_HELD);
+		reply_only(r, DLOCK_RES_NOT_HELD);
 		return;
 	}
 	h = dlock_hold(t->index);
 	res = check_hold(r, h, now);
+	DLOCK_FAULT("holder.extend_release");
 	if (res == DLOCK_RES_EXPIRED)
 	{
 		/* ran out before we got round to it: released as an expiry */
@@ -434,16 +638,14 @@ holder_extend_release(DlockRequest *r)
 	}
 	else if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
 	{
-		dlock_hold_begin(h);
-		h->lease_expires = now + r->lease_us;
-		dlock_hold_end(h);
-		r->expires = h->lease_expires;
 		/* a shorter lease than before: the next expiry may be this one */
-		next_expiry = Min(next_expiry, h->lease_expires);
+		if (extend_hold(r, h, now))
+			next_expiry = Min(next_expiry, h->lease_expires);
+		return;
 	}
 	else if (res == DLOCK_RES_OK)
 		holder_release(t->index);
-	reply(r, res);
+	reply_only(r, res);
 }
 
 /* Release every hold whose lease has run out; plan the next wake-up. */
@@ -475,6 +677,7 @@ static bool
 serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockRequest *))
 {
 	bool		any = false;
+	uint32		pending = DLOCK_REQ_PENDING;
 	int			i;
 
 	for (i = 0; i < dlock_shared->nslots; i++)
@@ -487,13 +690,37 @@ serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockRequest *))
 		pg_read_barrier();
 		if (r->target_pid != MyProcPid)
 			continue;
+		/* claimed, unless its sender took it back (a cancel) */
+		if (!pg_atomic_compare_exchange_u32(&r->state, &pending, DLOCK_REQ_WORKING))
+		{
+			pending = DLOCK_REQ_PENDING;
+			continue;
+		}
+		pg_memory_barrier();
+		if (r->target_pid != MyProcPid)
+		{
+			uint32		working = DLOCK_REQ_WORKING;
+
+			/*
+			 * Taken back and sent again, to another process, between our
+			 * look and our claim: give it back, and wake the one it is for.
+			 */
+			if (!pg_atomic_compare_exchange_u32(&r->state, &working, DLOCK_REQ_PENDING))
+				request_free(r);	/* left by its sender meanwhile */
+			else
+				SetLatch(&GetPGProcByNumber(r->target_procno)->procLatch);
+			continue;
+		}
 		any = true;
+		serving = r;
+		DLOCK_FAULT("holder.claimed");
 		if (r->op == DLOCK_OP_ACQUIRE && acquire != NULL)
 			acquire(r);
 		else if (r->op == DLOCK_OP_ACQUIRE)
-			reply(r, DLOCK_RES_BUSY);
+			reply_only(r, DLOCK_RES_BUSY);
 		else
 			other(r);
+		serving = NULL;
 	}
 	return any;
 }
@@ -605,28 +832,63 @@ wait_for_work(TimestampTz until)
 						 sleep_ms, PG_WAIT_EXTENSION);
 }
 
+/*
+ * An error in the holder's loop (never expected: out of memory, a fault
+ * point) ends neither the holder nor anyone's locks: the request it was
+ * serving gets the error, a grant not yet recorded is given back, and the
+ * loop goes on (the recovery of PostgreSQL's own auxiliary processes).
+ */
+static void
+holder_recover(void)
+{
+	ErrorData  *edata;
+	DlockRequest *r = serving;
+
+	HOLD_INTERRUPTS();
+	LWLockReleaseAll();
+	pgstat_report_wait_end();
+	AtEOXact_Files(false);
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	EmitErrorReport();
+	FlushErrorState();
+	if (serving_locked)
+		LockRelease(&serving_tag, serving_mode, true);
+	serving_locked = false;
+	serving = NULL;
+	if (r != NULL)
+	{
+		uint32		st = pg_atomic_read_u32(&r->state);
+
+		if (st == DLOCK_REQ_WORKING || st == DLOCK_REQ_ABANDONED)
+		{
+			dlock_error_save(&r->error, edata);
+			reply_only(r, DLOCK_RES_ERROR);
+		}
+	}
+	FreeErrorData(edata);
+	RESUME_INTERRUPTS();
+}
+
 void
 dlock_holder_main(Datum arg)
 {
-	HASHCTL		ctl;
+	sigjmp_buf	local_sigjmp_buf;
 	int			max = dlock_shared->max_holds;
 	int			i;
 
 	worker_signals();
 	pgstat_report_appname("dlock lock holder");
 
-	memset(&ctl, 0, sizeof(ctl));
-	ctl.keysize = sizeof(int64);
-	ctl.entrysize = sizeof(HeldToken);
-	by_token = hash_create("dlock holds by token", max, &ctl, HASH_ELEM | HASH_BLOBS);
-	ctl.keysize = sizeof(HeldKeyTag);
-	ctl.entrysize = sizeof(HeldKey);
-	by_key = hash_create("dlock holds by key", max, &ctl, HASH_ELEM | HASH_BLOBS);
+	by_token = prefilled_table("dlock holds by token", max, sizeof(int64), sizeof(HeldToken));
+	by_key = prefilled_table("dlock holds by key", max, sizeof(HeldKeyTag), sizeof(HeldKey));
+	by_role = prefilled_table("dlock holds by role", max, sizeof(Oid), sizeof(HeldRole));
 	free_holds = MemoryContextAlloc(TopMemoryContext, sizeof(int) * max);
 	/* a previous holder's holds went with it */
 	for (i = max - 1; i >= 0; i--)
 	{
 		DlockHold  *h = dlock_hold(i);
+		pg_atomic_uint64 *fate = dlock_hold_fate(i);
 
 		if (h->state != DLOCK_HOLD_FREE)
 		{
@@ -634,19 +896,29 @@ dlock_holder_main(Datum arg)
 			h->state = DLOCK_HOLD_FREE;
 			dlock_hold_end(h);
 		}
+		pg_atomic_write_u64(fate, DLOCK_FATE_PACK(DLOCK_FATE_USE(pg_atomic_read_u64(fate)),
+												  DLOCK_FATE_FREE));
 		free_holds[n_free_holds++] = i;
 	}
+	undo_seen = pg_atomic_read_u32(&dlock_shared->undo_requests);
 	on_shmem_exit(holder_exit, (Datum) 0);
 	dlock_shared->holder_procno = GetNumberFromPGProc(MyProc);
 	pg_write_barrier();
 	dlock_shared->holder_pid = MyProcPid;
 
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+		holder_recover();
+	PG_exception_stack = &local_sigjmp_buf;
+
 	for (;;)
 	{
 		loop_top();
+		holder_undo();
 		serve_and_poll(holder_acquire, holder_extend_release);
+		holder_undo();
 		if (next_expiry != PG_INT64_MAX && next_expiry <= GetCurrentTimestamp())
 			holder_expire(GetCurrentTimestamp());
+		DLOCK_FAULT("holder.loop");
 		wait_for_work(next_expiry);
 	}
 }
@@ -655,6 +927,8 @@ dlock_holder_main(Datum arg)
 
 static DlockWaiter *my_waiter = NULL;
 static uint64 my_ticket = 0;
+static bool my_error_saved = false;	/* w->error says why we end */
+static bool my_lock_ended = false;	/* released (a release, its lease) */
 
 /*
  * Answer every request still addressed to this process with "not held":
@@ -663,18 +937,22 @@ static uint64 my_ticket = 0;
 static void
 waiter_refuse_requests(DlockRequest *r)
 {
-	reply(r, DLOCK_RES_NOT_HELD);
+	reply_only(r, DLOCK_RES_NOT_HELD);
 }
 
 /*
- * A lock the caller gave up before taking it (ABANDONED) was never counted
- * as acquired (the caller counted its cancel, timeout or deadlock): nor is
- * its end.
+ * A lock the caller never took (it gave up: ABANDONED; or this process ends
+ * before the hand-over, other than by a release or its lease) was never
+ * counted as acquired (the caller counted its cancel, timeout, deadlock or
+ * error): nor is its end.
  */
 static void
 waiter_uncount_if_abandoned(void)
 {
-	if (dlock_waiter_state(my_waiter, my_ticket) == DLOCK_W_ABANDONED &&
+	uint32		st = dlock_waiter_state(my_waiter, my_ticket);
+
+	if ((st == DLOCK_W_ABANDONED || st == DLOCK_W_CLAIMED || st == DLOCK_W_WAITING ||
+		 (st == DLOCK_W_GRANTED && !my_lock_ended)) &&
 		my_waiter->hold.counted)
 	{
 		dlock_hold_begin(&my_waiter->hold);
@@ -717,18 +995,25 @@ waiter_exit(int code, Datum arg)
 		switch (st)
 		{
 			case DLOCK_W_HELD:
+			case DLOCK_W_UNDO:
 			case DLOCK_W_ABANDONED:
 				to = DLOCK_W_FREE;	/* ours to free */
 				break;
 			case DLOCK_W_GRANTED:
-				to = DLOCK_W_ORPHANED;	/* the caller frees it */
-				break;
-			case DLOCK_W_STARTING:
+				if (my_lock_ended)
+				{
+					to = DLOCK_W_ORPHANED;	/* the caller frees it */
+					break;
+				}
+				/* gone with the lock before the caller took it: an error */
+				/* FALLTHROUGH */
+			case DLOCK_W_CLAIMED:
 			case DLOCK_W_WAITING:
 				/* gone before a result: terminated, shut down, an error */
 				w->result = DLOCK_RES_ERROR;
-				dlock_error_set(&w->error, ERRCODE_ADMIN_SHUTDOWN,
-								"the dlock waiter process exited while waiting", NULL, NULL);
+				if (!my_error_saved)
+					dlock_error_set(&w->error, ERRCODE_ADMIN_SHUTDOWN,
+									"the dlock waiter process exited while waiting", NULL, NULL);
 				pg_write_barrier();
 				to = DLOCK_W_ENDED;
 				break;
@@ -801,9 +1086,11 @@ waiter_release(void)
 	DlockHold  *h = &my_waiter->hold;
 	LOCKTAG		tag;
 
+	/* counted first: the next holder may look at dlock_stats at once */
+	hold_ended(h);
 	hold_locktag(&tag, h);
 	LockRelease(&tag, DlockLockMode(h->mode), true);
-	hold_ended(h);
+	my_lock_ended = true;
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
 	dlock_hold_end(h);
@@ -827,11 +1114,7 @@ waiter_extend_release(DlockRequest *r)
 
 	if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
 	{
-		dlock_hold_begin(h);
-		h->lease_expires = now + r->lease_us;
-		dlock_hold_end(h);
-		r->expires = h->lease_expires;
-		reply(r, res);
+		(void) extend_hold(r, h, now);
 		return;
 	}
 	if (res == DLOCK_RES_EXPIRED)
@@ -843,10 +1126,10 @@ waiter_extend_release(DlockRequest *r)
 	{
 		/* release before answering: the caller may take it again at once */
 		waiter_release();
-		reply(r, res);
+		reply_only(r, res);
 		proc_exit(0);
 	}
-	reply(r, res);
+	reply_only(r, res);
 }
 
 /* The end of a wait that got nothing: tell the caller, who frees the block. */
@@ -877,17 +1160,44 @@ dlock_waiter_main(Datum arg)
 	LOCKTAG		tag;
 	LOCKMODE	lockmode;
 	int			result;
-	int64		token = 0;
+	volatile int64 token = 0;
+	sigjmp_buf	local_sigjmp_buf;
 
 	memcpy(&my_ticket, MyBgworkerEntry->bgw_extra, sizeof(my_ticket));
-	/* a caller that gave up before we started: free the block and go */
-	if (dlock_waiter_move(w, my_ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE) ||
-		dlock_waiter_state(w, my_ticket) != DLOCK_W_STARTING)
+
+	/*
+	 * Claim the block for our ticket before touching it: a caller that gave
+	 * up before we started freed it (it may be another acquisition's now).
+	 */
+	if (!dlock_waiter_move(w, my_ticket, DLOCK_W_STARTING, DLOCK_W_CLAIMED))
 		proc_exit(0);
 
 	/* from here on, however we exit, waiter_exit settles the block */
 	my_waiter = w;
 	on_shmem_exit(waiter_exit, (Datum) 0);
+
+	/*
+	 * An error (never expected: out of memory, a fault point) ends this
+	 * process, and reaches the caller as it was, not as a shutdown.
+	 */
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		/* (not once the block went to the caller: it may be reused) */
+		if (my_waiter != NULL)
+		{
+			dlock_error_save(&w->error, edata);
+			my_error_saved = true;
+		}
+		proc_exit(1);
+	}
+	PG_exception_stack = &local_sigjmp_buf;
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGINT, StatementCancelHandler);	/* the caller gave up */
@@ -897,6 +1207,7 @@ dlock_waiter_main(Datum arg)
 
 	w->worker_procno = GetNumberFromPGProc(MyProc);
 	w->worker_pid = MyProcPid;
+	DLOCK_FAULT("waiter.claimed");
 
 	/* the ticket the caller waits for: ours alone, so granted at once */
 	SET_LOCKTAG_ADVISORY(ticket_tag, w->hold.dbid, (uint32) (my_ticket >> 32),
@@ -909,7 +1220,7 @@ dlock_waiter_main(Datum arg)
 						"You might need to increase \"max_locks_per_transaction\".");
 		w->result = DLOCK_RES_ERROR;
 		pg_write_barrier();
-		if (dlock_waiter_move(w, my_ticket, DLOCK_W_STARTING, DLOCK_W_ENDED))
+		if (dlock_waiter_move(w, my_ticket, DLOCK_W_CLAIMED, DLOCK_W_ENDED))
 			SetLatch(&GetPGProcByNumber(w->caller_procno)->procLatch);
 		my_waiter = NULL;
 		(void) dlock_waiter_move(w, my_ticket, DLOCK_W_ABANDONED, DLOCK_W_FREE);
@@ -922,13 +1233,14 @@ dlock_waiter_main(Datum arg)
 	w->hold.since = GetCurrentTimestamp();
 	w->hold.state = DLOCK_HOLD_WAITING;
 	dlock_hold_end(&w->hold);
-	if (!dlock_waiter_move(w, my_ticket, DLOCK_W_STARTING, DLOCK_W_WAITING))
+	if (!dlock_waiter_move(w, my_ticket, DLOCK_W_CLAIMED, DLOCK_W_WAITING))
 		proc_exit(0);			/* abandoned meanwhile: waiter_exit frees it */
 	SetLatch(&GetPGProcByNumber(w->caller_procno)->procLatch);
 
 	result = waiter_wait(w, &tag, lockmode);
 	if (result == DLOCK_RES_OK)
 	{
+		DLOCK_FAULT("waiter.granted");
 		token = dlock_next_token();
 		if (token <= 0)
 		{
@@ -947,6 +1259,9 @@ dlock_waiter_main(Datum arg)
 	dlock_hold_end(&w->hold);
 	w->result = DLOCK_RES_OK;
 	pg_write_barrier();
+	DLOCK_FAULT("waiter.published");
+	/* a terminate or cancel that came meanwhile: ends this before the hand-over */
+	CHECK_FOR_INTERRUPTS();
 	if (!dlock_waiter_move(w, my_ticket, DLOCK_W_WAITING, DLOCK_W_GRANTED))
 		waiter_release_and_leave();	/* abandoned: what we got goes with us */
 
@@ -958,9 +1273,17 @@ dlock_waiter_main(Datum arg)
 	QueryCancelPending = false;
 	for (;;)
 	{
+		uint32		st;
+
 		loop_top();
-		/* the caller gave up after all (an error before it took the lock) */
-		if (dlock_waiter_state(w, my_ticket) == DLOCK_W_ABANDONED)
+		DLOCK_FAULT("waiter.holding");
+
+		/*
+		 * The caller gave up after all (an error before it took the lock),
+		 * or the transaction that took it rolled back.
+		 */
+		st = dlock_waiter_state(w, my_ticket);
+		if (st == DLOCK_W_ABANDONED || st == DLOCK_W_UNDO)
 			waiter_release_and_leave();
 		serve_requests(NULL, waiter_extend_release);
 		if (w->hold.lease_expires <= GetCurrentTimestamp())

@@ -14,12 +14,14 @@
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_renew);
 
@@ -29,6 +31,49 @@ PG_FUNCTION_INFO_V1(dlock_renew);
  */
 static TimestampTz released_expired_at = 0;
 static char released_expired_name[DLOCK_NAME_MAX + 1];
+
+/*
+ * No later than the earliest lease of this backend's holds (0: none given
+ * since it was last found to have none): the lock path looks further only
+ * when a lease exists.
+ */
+TimestampTz dlock_min_lease = 0;
+
+/* A lease given to one of this backend's holds. */
+void
+dlock_note_lease(TimestampTz expires)
+{
+	if (dlock_min_lease == 0 || expires < dlock_min_lease)
+		dlock_min_lease = expires;
+}
+
+/*
+ * A session past the lease of a hold it still has takes nothing more: not
+ * another name, not another mode (it is being ended; an acquisition now
+ * could only end with it).  Cheap unless a lease has run out.
+ */
+void
+dlock_refuse_after_expiry(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = 0;
+	int			i;
+
+	if (dlock_min_lease > now || dlock_my_slot == NULL)
+		return;
+	for (i = 0; i < dlock_my_slot->nused; i++)
+	{
+		DlockEntry *e = &dlock_my_slot->entries[i];
+
+		if (!e->inuse || e->lease_expires == 0 || e->nsession + e->nxact == 0)
+			continue;
+		if (e->lease_expires <= now && dlock_entry_lock_held(e))
+			dlock_lease_expired(pnstrdup(e->name, e->namelen), e->lease_expires);
+		if (e->lease_expires > now && (next == 0 || e->lease_expires < next))
+			next = e->lease_expires;
+	}
+	dlock_min_lease = next;
+}
 
 /* A lease argument in microseconds, checked; -1 for none. */
 int64
@@ -48,6 +93,51 @@ dlock_lease_arg(FunctionCallInfo fcinfo, int argno)
 	/* with a day to spare, so that adding it later cannot overflow */
 	dlock_lease_end(GetCurrentTimestamp() + USECS_PER_DAY, lease_us);
 	return lease_us;
+}
+
+/*
+ * At every transaction's end: forget session holds with a lease that the
+ * lock manager no longer has (released behind dlock's back), so that an
+ * expired lease seen at the next commit is one of a hold that was live in
+ * that transaction.  Only entries with a lease cost a lookup.
+ */
+void
+dlock_forget_released_leased(void)
+{
+	int			i;
+
+	if (dlock_my_slot == NULL || dlock_min_lease == 0)
+		return;
+	for (i = 0; i < dlock_my_slot->nused; i++)
+	{
+		DlockEntry *e = &dlock_my_slot->entries[i];
+
+		if (e->inuse && e->lease_expires != 0 && e->nsession > 0 && e->nxact == 0 &&
+			!dlock_entry_lock_held(e))
+			dlock_forget_stale_session_hold(i);
+	}
+}
+
+/* PREPARE TRANSACTION is refused while this session has a hold with a lease. */
+void
+dlock_refuse_prepare_with_lease(void)
+{
+	int			i;
+
+	if (dlock_my_slot == NULL)
+		return;
+	for (i = 0; i < dlock_my_slot->nused; i++)
+	{
+		DlockEntry *e = &dlock_my_slot->entries[i];
+
+		if (e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction while this session holds a dlock lock with a lease"),
+					 errdetail("A prepared transaction could be committed after the lease of lock \"%s\" ran out, by any session.",
+							   pnstrdup(e->name, e->namelen)),
+					 errhint("Release the lock, or take it without a lease, before PREPARE TRANSACTION.")));
+	}
 }
 
 /* A live hold whose lease has run out: it is being taken away. */
@@ -121,18 +211,65 @@ dlock_refuse_commit_after_expiry(void)
 {
 	int			i;
 
+	/*
+	 * Not while the session exits (the reaper ended it, or it is going
+	 * anyway): the transactions PostgreSQL runs then, such as the one that
+	 * drops temporary tables, commit nothing of the holder's work.
+	 */
+	if (proc_exit_inprogress)
+		return;
 	if (released_expired_at != 0)
 		refuse_commit(released_expired_name, strlen(released_expired_name),
 					  released_expired_at);
 	if (dlock_my_slot == NULL)
 		return;
+	/*
+	 * Whether or not the lock manager still has it: a hold released behind
+	 * dlock's back in this transaction (pg_advisory_unlock_all) was held in
+	 * it (those released earlier were forgotten at the end of theirs).
+	 */
 	for (i = 0; i < dlock_my_slot->nused; i++)
 	{
 		DlockEntry *e = &dlock_my_slot->entries[i];
 
-		if (dlock_lease_ran_out(e))
+		if (e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
+			e->lease_expires <= GetCurrentTimestamp())
 			refuse_commit(e->name, e->namelen, e->lease_expires);
 	}
+}
+
+/*
+ * The lease markers of the session holds among refs (dlock.h); took[i]
+ * says which this call took.  If one cannot be taken (the lock table is
+ * full), those taken here are dropped again before the error goes on.
+ */
+static void
+take_markers(const DlockName *name, const int *refs, int n, bool *took)
+{
+	volatile int i = 0;
+
+	PG_TRY();
+	{
+		for (i = 0; i < n; i++)
+		{
+			DlockEntry *e = dlock_entry_at(refs[i]);
+
+			if (e->nsession > 0 && !dlock_marker_held(name->key, e->mode))
+			{
+				dlock_marker_take(name->key, e->mode);
+				took[i] = true;
+			}
+		}
+		DLOCK_FAULT("renew.marked");
+	}
+	PG_CATCH();
+	{
+		for (int j = 0; j < n; j++)
+			if (took[j])
+				dlock_marker_drop(name->key, dlock_entry_at(refs[j])->mode);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 }
 
 /* dlock_renew(name, lease): push the lease of this session's hold out */
@@ -148,6 +285,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 	TimestampTz expires = 0;
 	TimestampTz old_expires[2];
 	int64		old_us[2];
+	bool		took[2] = {false, false};
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = dlock_lease_arg(fcinfo, 1);
@@ -176,6 +314,8 @@ dlock_renew(PG_FUNCTION_ARGS)
 					 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
 							   dlock_my_cap)));
 	}
+	/* a session hold's lease marker (dlock.h), before any lease is shown */
+	take_markers(&name, refs, n, took);
 	for (i = 0; i < n; i++)
 	{
 		DlockEntry *e = dlock_entry_at(refs[i]);
@@ -184,6 +324,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 		old_expires[i] = e->lease_expires;
 		old_us[i] = e->lease_us;
 		expires = dlock_lease_end(now, len);
+		dlock_note_lease(expires);
 		dlock_change_begin(refs[i]);
 		e->lease_us = len;
 		e->lease_expires = expires;
@@ -207,6 +348,9 @@ dlock_renew(PG_FUNCTION_ARGS)
 				e->lease_us = old_us[j];
 				e->lease_expires = old_expires[j];
 				dlock_change_end(refs[j]);
+				/* a hold that had no lease has no marker again */
+				if (took[j])
+					dlock_marker_drop(name.key, e->mode);
 			}
 			dlock_wake_reaper(old_expires[i]);
 			dlock_lease_expired(dlock_display_name(&name), old_expires[i]);

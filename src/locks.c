@@ -12,7 +12,10 @@
  * is the lock manager's answer.  Entries are written only after the lock
  * manager said yes, with everything that could fail (allocation, argument
  * checks, room for a lease) done before asking, so an error never leaves
- * half a record.
+ * half a record.  Between the grant and the record, whatever can still fail
+ * (drawing a token, a cancel or terminate that came meanwhile) runs where an
+ * error gives this call's grant back before it reaches the caller: a caller
+ * told "error" holds nothing it was not told of.
  */
 #include "postgres.h"
 
@@ -25,7 +28,11 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "dlock.h"
+#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_try);
 PG_FUNCTION_INFO_V1(dlock_lock);
@@ -63,24 +70,32 @@ refuse_on_standby(const DlockName *name)
 }
 
 /*
- * Record a grant.  fresh: the lock manager granted a new hold (not one this
- * backend already had in this mode), so whatever the entry says is stale.
+ * Does this grant start a new hold?  fresh: the lock manager granted a new
+ * hold (not one this backend already had in this mode), so whatever the
+ * entry says is stale.
+ */
+static bool
+grant_starts_hold(int ref, bool fresh)
+{
+	DlockEntry *e = dlock_entry_at(ref);
+
+	return fresh || !e->inuse || (e->nsession == 0 && e->nxact == 0);
+}
+
+/*
+ * Record a grant; token: the new hold's (drawn by the caller when
+ * grant_starts_hold).  Cannot fail.
  */
 static void
-record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool fresh,
-			 int64 lease_us)
+record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
+			 int64 token, int64 lease_us)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 	TimestampTz expires = 0;
-	bool		start = fresh || !e->inuse || (e->nsession == 0 && e->nxact == 0);
-	int64		token = 0;
 
 	/* dlock_lease_arg() checked that this cannot overflow */
 	if (lease_us >= 0)
 		expires = GetCurrentTimestamp() + lease_us;
-	/* before the change window: it may write the token file */
-	if (start)
-		token = dlock_next_token();
 	dlock_change_begin(ref);
 	if (start)
 	{
@@ -103,6 +118,8 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool fresh,
 		e->lease_expires = expires;
 	}
 	dlock_change_end(ref);
+	if (expires != 0)
+		dlock_note_lease(expires);
 	if (expires != 0)
 		dlock_wake_reaper(expires);
 }
@@ -127,6 +144,81 @@ release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
 {
 	if (!xact && dlock_lock_held_by_me(tag, lockmode))
 		LockRelease(tag, lockmode, true);
+}
+
+/*
+ * While a timed wait runs, SIGINT is looked at before PostgreSQL's handler
+ * has it: the lock timer's expiry is a SIGINT the process sends itself (so
+ * is statement_timeout's), while a cancel from the client, from
+ * pg_cancel_backend or from the lease reaper comes from another process.
+ * Only a cancel of the first kind may be dropped after a grant that raced
+ * the deadline.  Two system calls per timed wait, none on the way to an
+ * immediate grant.
+ */
+static struct sigaction saved_sigint;
+static volatile sig_atomic_t foreign_sigint = false;
+static bool watching_sigint = false;
+
+static void
+watch_sigint_handler(int signo, siginfo_t *info, void *context)
+{
+	if (info == NULL || info->si_pid != MyProcPid)
+		foreign_sigint = true;
+	if (saved_sigint.sa_flags & SA_SIGINFO)
+		saved_sigint.sa_sigaction(signo, info, context);
+	else if (saved_sigint.sa_handler != SIG_IGN && saved_sigint.sa_handler != SIG_DFL)
+		saved_sigint.sa_handler(signo);
+}
+
+static void
+watch_sigint(void)
+{
+	struct sigaction act;
+
+	if (watching_sigint)
+		return;
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = watch_sigint_handler;
+	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&act.sa_mask);
+	foreign_sigint = false;
+	if (sigaction(SIGINT, &act, &saved_sigint) == 0)
+		watching_sigint = true;
+}
+
+static void
+unwatch_sigint(void)
+{
+	if (watching_sigint)
+		(void) sigaction(SIGINT, &saved_sigint, NULL);
+	watching_sigint = false;
+}
+
+/*
+ * The lock timer fired after the grant: drop the cancel it queued, unless a
+ * cancel from another process came too, or the statement's own timeout.
+ * SIGINT is blocked meanwhile, so that a cancel cannot slip in between.
+ */
+static void
+drop_lock_timer_cancel(void)
+{
+	sigset_t	block,
+				old;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigprocmask(SIG_BLOCK, &block, &old);
+	if (!foreign_sigint)
+	{
+		QueryCancelPending = false;
+		/* unless the statement's timeout has come too, now or just now */
+		if (get_timeout_indicator(STATEMENT_TIMEOUT, false))
+		{
+			QueryCancelPending = true;
+			InterruptPending = true;
+		}
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Count a wait that ended without the lock (event -1: not counted). */
@@ -170,8 +262,11 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
 
 	set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION);
+	if (timeout_us >= 0)
+		watch_sigint();
 	PG_TRY();
 	{
+		DLOCK_FAULT("lock.wait");
 		if (timeout_us >= 0)
 			LockTimeout = (int) ((timeout_us + 999) / 1000);
 		res = LockAcquire(tag, lockmode, !xact, false);
@@ -180,28 +275,38 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		/*
 		 * Our deadline passed after the grant but before the lock manager
 		 * disarmed the timer: the lock is ours, and the cancel the timer
-		 * queued is not meant for anyone (unless the statement's own timeout
-		 * has fired too).
+		 * queued is not meant for anyone (unless a real cancel or the
+		 * statement's own timeout came too).
 		 */
 		if (timeout_us >= 0 && get_timeout_indicator(LOCK_TIMEOUT, true))
-		{
-			QueryCancelPending = false;
-			/* unless the statement's timeout has come too, now or just now */
-			if (get_timeout_indicator(STATEMENT_TIMEOUT, false))
-			{
-				QueryCancelPending = true;
-				InterruptPending = true;
-			}
-		}
+			drop_lock_timer_cancel();
+		unwatch_sigint();
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		bool		foreign = foreign_sigint;
 
+		unwatch_sigint();
 		LockTimeout = saved_timeout;
 		set_waiting(ref, name, mode, DLOCK_WAIT_NONE);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
+
+		/*
+		 * Our deadline and a cancel from elsewhere in one instant: the lock
+		 * manager reports the deadline, and the cancel must not be lost.
+		 */
+		if (timeout_us >= 0 && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE && foreign)
+		{
+			FreeErrorData(edata);
+			FlushErrorState();
+			release_if_held(tag, lockmode, xact);
+			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("canceling statement due to user request")));
+		}
 		if (timeout_us < 0 || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 		{
 			/*
@@ -247,6 +352,48 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 }
 
 /*
+ * The steps between the lock manager's grant and the record that can still
+ * fail: a cancel or terminate that came with the grant, and drawing the new
+ * hold's token.  If one does, this call's grant is given back before the
+ * error reaches the caller.  Returns the token (0 when the hold is not new).
+ * (A function of its own, so that nothing in the caller is clobbered.)
+ */
+static pg_noinline int64
+after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
+			const DlockName *name, uint8 mode, bool start, bool marker)
+{
+	volatile int64 token = 0;
+	volatile bool took_marker = false;
+
+	PG_TRY();
+	{
+		DLOCK_FAULT("lock.granted");
+		if (start)
+			token = dlock_next_token();
+		/* a session hold with a lease: its marker (dlock.h) */
+		if (marker && !dlock_marker_held(name->key, mode))
+		{
+			dlock_marker_take(name->key, mode);
+			took_marker = true;
+		}
+		DLOCK_FAULT("lock.ready");
+		/* a cancel or terminate that came meanwhile: this call fails */
+		CHECK_FOR_INTERRUPTS();
+	}
+	PG_CATCH();
+	{
+		/* one grant of this call: the count the lock manager added */
+		LockRelease(tag, lockmode, !xact);
+		if (took_marker)
+			dlock_marker_drop(name->key, mode);
+		set_waiting(ref, name, mode, DLOCK_WAIT_NONE);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return token;
+}
+
+/*
  * All four acquire functions:
  *   dlock_try[_xact](name, shared, lease)
  *   dlock_lock[_xact](name, timeout, shared, lease)
@@ -265,6 +412,10 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	int			ref;
 	LockAcquireResult res;
 	int64		waited_us = -1;
+	bool		start_hold;
+	bool		need_marker;
+	DlockEntry *e;
+	int64		token;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (can_wait)
@@ -282,6 +433,10 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	ref = dlock_entry_for(&name, mode, lease_us >= 0);
 	if (xact)
 		dlock_reserve_xact_hold();
+	dlock_drop_stale_session_part(ref);
+	/* a session past a lease takes nothing more (it is being ended) */
+	if (unlikely(dlock_min_lease != 0))
+		dlock_refuse_after_expiry();
 
 	dlock_set_locktag(&tag, name.key);
 	/* a hold whose lease ran out: taking it again must not bring it back */
@@ -308,7 +463,20 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 		}
 		waited_us = Max(GetCurrentTimestamp() - start, 0);
 	}
-	record_grant(ref, &name, mode, xact, res == LOCKACQUIRE_OK, lease_us);
+	start_hold = grant_starts_hold(ref, res == LOCKACQUIRE_OK);
+
+	/*
+	 * The lease marker (dlock.h) is held exactly while the entry has session
+	 * holds and a lease, whichever call brought either.
+	 */
+	e = dlock_entry_at(ref);
+	need_marker = ((start_hold ? 0 : e->nsession) + (xact ? 0 : 1)) > 0 &&
+		(lease_us >= 0 || (!start_hold && e->lease_expires != 0));
+	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker);
+	/* a new hold without one, where an old one left its marker */
+	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
+		dlock_marker_drop(name.key, mode);
+	record_grant(ref, &name, mode, xact, start_hold, token, lease_us);
 	/* a new hold started at its grant: that is the time of this acquisition */
 	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
@@ -363,6 +531,8 @@ dlock_unlock(PG_FUNCTION_ARGS)
 
 		if (released)
 			dlock_note_release(e);
+		if (e->lease_expires != 0 && (!released || e->nsession <= 1))
+			dlock_marker_drop(e->key, e->mode);
 		dlock_change_begin(ref);
 		if (!released)
 			e->nsession = 0;	/* stale: not held at session level */
@@ -399,6 +569,9 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		}
 		if (!e->inuse || e->nsession == 0)
 			continue;
+		dlock_drop_stale_session_part(ref);
+		if (!e->inuse || e->nsession == 0)
+			continue;
 		if (!dlock_entry_lock_held(e))
 		{
 			dlock_forget_stale_session_hold(ref);
@@ -417,6 +590,8 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		}
 		if (released)
 			count++;
+		if (e->lease_expires != 0)
+			dlock_marker_drop(e->key, e->mode);
 		dlock_change_begin(ref);
 		e->nsession = 0;
 		dlock_entry_free_if_unused(ref);
@@ -444,8 +619,9 @@ dlock_held_entries(const DlockName *name, int refs[2])
 
 		if (ref < 0)
 			continue;
+		dlock_drop_stale_session_part(ref);
 		e = dlock_entry_at(ref);
-		if (e->nsession + e->nxact == 0)
+		if (!e->inuse || e->nsession + e->nxact == 0)
 			continue;
 		if (!dlock_entry_lock_held(e))
 		{

@@ -80,7 +80,15 @@ dlock_set_locktag(LOCKTAG *tag, int64 key)
 {
 	/* the same tag as pg_advisory_lock(bigint) */
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
-						 (uint32) ((uint64) key >> 32), (uint32) key, 1);
+						 (uint32) ((uint64) key >> 32), (uint32) key, DLOCK_SUBID_KEY);
+}
+
+/* The lease marker of a session hold of (key, mode) (dlock.h). */
+void
+dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode)
+{
+	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
+						 DLOCK_SUBID_MARKER + mode);
 }
 
 /*

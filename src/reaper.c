@@ -37,6 +37,7 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 /* What the reaper last did about one hold, identified by token and start. */
 typedef struct ReaperAction
@@ -56,11 +57,11 @@ reaper_exit(int code, Datum arg)
 	dlock_shared->reaper_procno = -1;
 }
 
-/* Does the lock manager say pid holds this lock? */
+/* Does the lock manager say pid holds the advisory lock (key, subid) in lockmode? */
 static bool
-still_held(LockData *ld, int pid, Oid dbid, const DlockEntry *e)
+lock_held(LockData *ld, int pid, Oid dbid, int64 key, uint16 subid, LOCKMODE lockmode)
 {
-	LOCKMASK	bit = LOCKBIT_ON(DlockLockMode(e->mode));
+	LOCKMASK	bit = LOCKBIT_ON(lockmode);
 	int			i;
 
 	for (i = 0; i < ld->nelements; i++)
@@ -70,13 +71,88 @@ still_held(LockData *ld, int pid, Oid dbid, const DlockEntry *e)
 		if (l->pid == pid &&
 			l->locktag.locktag_type == LOCKTAG_ADVISORY &&
 			l->locktag.locktag_field1 == dbid &&
-			l->locktag.locktag_field2 == (uint32) ((uint64) e->key >> 32) &&
-			l->locktag.locktag_field3 == (uint32) e->key &&
-			l->locktag.locktag_field4 == 1 &&
+			l->locktag.locktag_field2 == (uint32) ((uint64) key >> 32) &&
+			l->locktag.locktag_field3 == (uint32) key &&
+			l->locktag.locktag_field4 == subid &&
 			(l->holdMask & bit) != 0)
 			return true;
 	}
 	return false;
+}
+
+/*
+ * What the lease of entry e of process pid is enforced on: 2 its session
+ * (a session hold whose lease marker is held: dlock's own hold, not a lock
+ * of the same key taken afresh after DISCARD ALL or
+ * pg_advisory_unlock_all), 1 its transaction, 0 nothing (the lock is gone).
+ */
+static int
+victim_scope(LockData *ld, int pid, Oid dbid, const DlockEntry *e)
+{
+	if (!lock_held(ld, pid, dbid, e->key, DLOCK_SUBID_KEY, DlockLockMode(e->mode)))
+		return 0;
+	if (e->nsession > 0 &&
+		lock_held(ld, pid, dbid, e->key, DLOCK_SUBID_MARKER + e->mode, DLOCK_MARKER_MODE))
+		return 2;
+	return e->nxact > 0 ? 1 : 0;
+}
+
+static DlockSlot *recheck;
+static LockData *fresh_ld;		/* the snapshot for the re-checks */
+static TimestampTz fresh_at;	/* when it was taken */
+
+/* A snapshot of the lock manager for the re-checks, at most a millisecond old. */
+static LockData *
+fresh_lock_data(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (fresh_ld == NULL || now - fresh_at > 1000)
+	{
+		if (fresh_ld != NULL)
+		{
+			pfree(fresh_ld->locks);
+			pfree(fresh_ld);
+		}
+		fresh_ld = GetLockStatusData();
+		fresh_at = GetCurrentTimestamp();
+	}
+	return fresh_ld;
+}
+
+/*
+ * Right before a signal: does the lock manager still say the process holds
+ * the hold, in the same scope, and is slot i, read after that, still the
+ * same process (pid and generation) with the same hold (key, mode, token,
+ * start), expired?  In that order: a hold released and taken afresh in
+ * between shows a new token.  A snapshot of the lock manager serves the
+ * re-checks of at most a millisecond (each slot is read after it).  What is
+ * left is that millisecond, the time from the slot's read to kill(), and a
+ * release whose record the holder has not yet written (README.md "Leases").
+ */
+static bool
+still_victim(int i, const DlockSlot *copy, const DlockEntry *e, int scope, TimestampTz now)
+{
+	LockData   *ld;
+	int			j;
+
+	DLOCK_FAULT("reaper.recheck");
+	ld = fresh_lock_data();
+	pg_memory_barrier();
+	dlock_read_slot(dlock_slot(i), recheck);
+	if (recheck->pid != copy->pid || recheck->generation != copy->generation)
+		return false;
+	for (j = 0; j < recheck->nused; j++)
+	{
+		const DlockEntry *r = &recheck->entries[j];
+
+		if (r->inuse && r->key == e->key && r->mode == e->mode && r->token == e->token &&
+			r->since == e->since && r->lease_expires != 0 && r->lease_expires <= now)
+			break;
+	}
+	if (j == recheck->nused)
+		return false;
+	return victim_scope(ld, copy->pid, copy->dbid, &recheck->entries[j]) == scope;
 }
 
 static void
@@ -97,6 +173,7 @@ static TimestampTz
 enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 		TimestampTz now)
 {
+	int			scope = session ? 2 : 1;
 	ReaperAction *a = &actions[i];
 	char	   *name = pnstrdup(e->name, e->namelen);
 	const char *expired = timestamptz_to_str(e->lease_expires);
@@ -109,6 +186,14 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 		a->stage = 0;
 	}
 
+	/* the pid alone is not enough: is it still the same hold, expired and held? */
+	if ((a->stage == 0 || (a->stage == 1 && session) ||
+		 now - a->when >= DLOCK_CANCEL_GRACE_US) &&
+		!still_victim(i, copy, e, scope, now))
+	{
+		a->pid = 0;
+		return now + DLOCK_CANCEL_GRACE_US;
+	}
 	if (a->stage == 0)
 		dlock_stats_count_counted(e->counted, copy->dbid, e->key, e->mode, e->name,
 								  e->namelen, DLOCK_STAT_EXPIRED, 0);
@@ -166,6 +251,7 @@ dlock_reaper_main(Datum arg)
 	cxt = AllocSetContextCreate(TopMemoryContext, "dlock reaper",
 								ALLOCSET_DEFAULT_SIZES);
 	copy = MemoryContextAlloc(TopMemoryContext, dlock_shared->slot_size);
+	recheck = MemoryContextAlloc(TopMemoryContext, dlock_shared->slot_size);
 	actions = MemoryContextAllocZero(TopMemoryContext,
 									 sizeof(ReaperAction) * dlock_shared->nslots);
 	on_shmem_exit(reaper_exit, (Datum) 0);
@@ -193,6 +279,7 @@ dlock_reaper_main(Datum arg)
 
 		MemoryContextReset(cxt);
 		MemoryContextSwitchTo(cxt);
+		fresh_ld = NULL;
 
 		/* a primary: tokens (and the token file) on its timeline */
 		dlock_tokens_prepare();
@@ -202,6 +289,7 @@ dlock_reaper_main(Datum arg)
 			DlockSlot  *slot = dlock_slot(i);
 			const DlockEntry *victim = NULL;
 			bool		session = false;
+			int			scope;
 			int			j;
 
 			if (slot->pid == 0)
@@ -224,12 +312,13 @@ dlock_reaper_main(Datum arg)
 				}
 				if (ld == NULL)
 					ld = GetLockStatusData();
-				if (!still_held(ld, copy->pid, copy->dbid, e))
+				scope = victim_scope(ld, copy->pid, copy->dbid, e);
+				if (scope == 0)
 					continue;
-				if (victim == NULL || (e->nsession > 0 && !session))
+				if (victim == NULL || (scope == 2 && !session))
 				{
 					victim = e;
-					session = e->nsession > 0;
+					session = scope == 2;
 				}
 			}
 			if (victim == NULL)

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/twophase.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
@@ -253,6 +254,7 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 		int			n;
 
 		copy->pid = src->pid;
+		copy->generation = src->generation;
 		copy->dbid = src->dbid;
 		n = src->nused;
 		if (n < 0 || n > dlock_shared->entries_per_slot)
@@ -327,6 +329,7 @@ dlock_backend_setup(void)
 		dlock_my_cap = dlock_shared->entries_per_slot;
 		dlock_change_begin(0);
 		dlock_my_slot->pid = MyProcPid;
+		dlock_my_slot->generation++;
 		dlock_my_slot->dbid = MyDatabaseId;
 		dlock_my_slot->nused = 0;
 		for (int i = 0; i < dlock_my_cap; i++)
@@ -397,6 +400,42 @@ free_slot_entry(void)
 	return -1;
 }
 
+/* dlock.max_held_locks as it applies: -1 is a quarter of the lock table. */
+static uint32
+held_limit(void)
+{
+	int64		table;
+
+	if (dlock_max_held_locks >= 0)
+		return (uint32) dlock_max_held_locks;
+	table = (int64) max_locks_per_xact * (MaxBackends + max_prepared_xacts);
+	return (uint32) Max(Min(table / 4, (int64) INT_MAX), 1);
+}
+
+/*
+ * No single session may fill the server's lock table through dlock: a new
+ * name beyond dlock.max_held_locks is refused (holds released behind dlock's
+ * back are dropped first).
+ */
+static void
+check_held_limit(const DlockName *name)
+{
+	uint32		limit = held_limit();
+
+	if (likely(index_count < limit))
+		return;
+	dlock_forget_released_session_holds();
+	if (index_count < limit)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("cannot take lock \"%s\": this session holds or awaits %u named locks",
+					dlock_display_name(name), index_count),
+			 errdetail("dlock.max_held_locks (%u) keeps a single session from filling the server's lock table.",
+					   limit),
+			 errhint("Release named locks that are no longer needed, or raise \"dlock.max_held_locks\".")));
+}
+
 /*
  * The entry to use for (key, mode): the existing one, or a free one (not yet
  * marked in use).  Allocation happens here, before any lock is taken.
@@ -417,6 +456,7 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 					 errhint("Release it and take it again once fewer named locks are held, or raise dlock.max_locks_per_session.")));
 		return ref;
 	}
+	check_held_limit(name);
 	index_reserve();
 	if (sweep_credit < SWEEP_COST_MAX * dlock_my_cap)
 		sweep_credit++;
@@ -539,14 +579,53 @@ dlock_entry_free_if_unused(int ref)
 		free_overflow[n_free_overflow++] = ref;
 }
 
-/* Does the lock manager still have the lock of this entry (any scope)? */
+/*
+ * Does the lock manager still have this entry's hold (any scope)?  A
+ * session hold with a lease is still dlock's only while its lease marker is
+ * held too: a lock of the same key taken afresh after DISCARD ALL or
+ * pg_advisory_unlock_all (which drop the marker) is another hold.
+ */
 bool
 dlock_entry_lock_held(const DlockEntry *e)
 {
 	LOCKTAG		tag;
 
 	dlock_set_locktag(&tag, e->key);
-	return dlock_lock_held_by_me(&tag, DlockLockMode(e->mode));
+	if (!dlock_lock_held_by_me(&tag, DlockLockMode(e->mode)))
+		return false;
+	if (e->lease_expires != 0 && e->nxact == 0 && e->nsession > 0)
+		return dlock_marker_held(e->key, e->mode);
+	return true;
+}
+
+bool
+dlock_marker_held(int64 key, uint8 mode)
+{
+	LOCKTAG		tag;
+
+	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
+	return dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE);
+}
+
+/* Take the lease marker of a session hold; an error if the lock table is full. */
+void
+dlock_marker_take(int64 key, uint8 mode)
+{
+	LOCKTAG		tag;
+
+	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
+	if (!dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE))
+		(void) LockAcquire(&tag, DLOCK_MARKER_MODE, true, true);
+}
+
+void
+dlock_marker_drop(int64 key, uint8 mode)
+{
+	LOCKTAG		tag;
+
+	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
+	if (dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE))
+		LockRelease(&tag, DLOCK_MARKER_MODE, true);
 }
 
 /*
@@ -562,8 +641,59 @@ dlock_forget_stale_session_hold(int ref)
 
 	if (!e->inuse || e->nsession == 0)
 		return;
+	if (e->lease_expires != 0)
+		dlock_marker_drop(e->key, e->mode);
 	dlock_change_begin(ref);
 	e->nsession = 0;
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
+}
+
+/*
+ * A session part with a lease whose marker is gone was released behind
+ * dlock's back (DISCARD ALL, pg_advisory_unlock_all), even while a
+ * transaction-scope hold of the entry keeps the lock itself: forget it.
+ * Costs a lookup only for an entry with a lease.
+ */
+void
+dlock_drop_stale_session_part(int ref)
+{
+	DlockEntry *e = dlock_entry_at(ref);
+
+	if (e->lease_expires == 0 || !e->inuse || e->nsession == 0 ||
+		dlock_marker_held(e->key, e->mode))
+		return;
+	dlock_change_begin(ref);
+	e->nsession = 0;
+	dlock_entry_free_if_unused(ref);
+	dlock_change_end(ref);
+}
+
+/*
+ * After DISCARD ALL (dlock.c), which releases every session-level advisory
+ * lock: forget every session hold the lock manager no longer has, so that
+ * the view and the reaper never take a lock of the same key taken afresh
+ * for the old hold.
+ */
+void
+dlock_forget_released_session_holds(void)
+{
+	int			n;
+	int			ref;
+
+	if (!dlock_ready)
+		return;
+	n = dlock_nrefs();
+	for (ref = 0; ref < n; ref++)
+	{
+		DlockEntry *e = dlock_entry_at(ref);
+
+		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
+		{
+			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
+			continue;
+		}
+		if (e->inuse && e->nsession > 0 && !dlock_entry_lock_held(e))
+			dlock_forget_stale_session_hold(ref);
+	}
 }

@@ -37,9 +37,11 @@
 #include "access/xlog.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_token);
 
@@ -180,6 +182,59 @@ token_file_write(uint64 ceiling, uint32 tli_offset)
 	return durable_rename(tmp, DLOCK_TOKEN_FILE, LOG) == 0;
 }
 
+/*
+ * The token file read or written without raising an error: one raised
+ * inside (AllocateFile's "exceeded maxAllocatedDescs" when the caller has
+ * many files open, out of memory) becomes a LOG line and false, the answer
+ * of a file that failed.  A token that cannot be reserved is then not given,
+ * and the acquisition goes on without one, so an error can never come
+ * between a grant and its record.
+ *
+ * Why this is safe without a subtransaction: both functions raise errors
+ * only before AllocateFile has opened anything (or, from inside an
+ * ereport(LOG), with it already freed), and hold no lock or buffer of their
+ * own; the caller holds token_lock, which stays held and is released by the
+ * caller as usual.  errfinish() zeroed the interrupt holdoff counts that
+ * LWLockAcquire raised, so they are put back.
+ */
+static bool
+token_file_io(DlockTokenFile *file, bool do_write, uint64 ceiling, uint32 tli_offset)
+{
+	DlockTokenFile *volatile f = file;
+	volatile bool write = do_write;
+	MemoryContext cxt = CurrentMemoryContext;
+	uint32		holdoff = InterruptHoldoffCount;
+	uint32		cancel_holdoff = QueryCancelHoldoffCount;
+	volatile bool ok = false;
+
+	PG_TRY();
+	{
+		DLOCK_FAULT("token.file");
+		ok = write ? token_file_write(ceiling, tli_offset) : token_file_read(f);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		InterruptHoldoffCount = holdoff;
+		QueryCancelHoldoffCount = cancel_holdoff;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(LOG,
+				(errcode(edata->sqlerrcode),
+				 errmsg("could not %s file \"%s\": %s", write ? "write" : "read",
+						DLOCK_TOKEN_FILE, edata->message ? edata->message : ""),
+				 errdetail("Locks are taken without fencing tokens meanwhile.")));
+		FreeErrorData(edata);
+		if (!write)
+			memset(f, 0, sizeof(*f));
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
 static void
 log_used_up(DlockShared *s)
 {
@@ -212,13 +267,29 @@ retry_due(DlockShared *s)
  * that every later timeline of the new cluster (its standbys' too, which
  * were copied with either file) is above it.
  */
+/*
+ * token_lock, waited for interruptibly: its holder may be writing and
+ * fsyncing the token file, slowly, and a cancel or terminate of a caller
+ * that waits meanwhile must not wait with it (an acquisition that draws a
+ * token does so where an error gives its grant back).
+ */
+static void
+token_lock_acquire(DlockShared *s)
+{
+	while (!LWLockConditionalAcquire(s->token_lock, LW_EXCLUSIVE))
+	{
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(1000L);
+	}
+}
+
 static uint32
 tokens_start(DlockShared *s, bool wait)
 {
 	uint32		state;
 
 	if (wait)
-		LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
+		token_lock_acquire(s);
 	else if (!LWLockConditionalAcquire(s->token_lock, LW_EXCLUSIVE))
 		return pg_atomic_read_u32(&s->token_state);	/* someone else is at it */
 	state = pg_atomic_read_u32(&s->token_state);
@@ -228,7 +299,7 @@ tokens_start(DlockShared *s, bool wait)
 		TimeLineID	tli = GetWALInsertionTimeLine();
 		DlockTokenFile f;
 
-		if (!token_file_read(&f))
+		if (!token_file_io(&f, false, 0, 0))
 			state = DLOCK_TOKENS_FILE_FAILED;
 		else
 		{
@@ -284,7 +355,7 @@ tokens_start(DlockShared *s, bool wait)
 									   (unsigned long long) ttl)));
 					state = DLOCK_TOKENS_USED_UP;
 				}
-				else if (!token_file_write(c, s->token_offset))
+				else if (!token_file_io(NULL, true, c, s->token_offset))
 					state = DLOCK_TOKENS_FILE_FAILED;
 				else
 				{
@@ -331,7 +402,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 {
 	int64		result = (int64) t;
 
-	LWLockAcquire(s->token_lock, LW_EXCLUSIVE);
+	token_lock_acquire(s);
 	if (t >= pg_atomic_read_u64(&s->token_ceiling))
 	{
 		if (t >= s->token_limit)
@@ -348,7 +419,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 			uint64		c = Min(Max(pg_atomic_read_u64(&s->token_ceiling), t) + s->token_block,
 								s->token_limit);
 
-			if (token_file_write(c, s->token_offset))
+			if (token_file_io(NULL, true, c, s->token_offset))
 				pg_atomic_write_u64(&s->token_ceiling, c);
 			else
 				result = DLOCK_NO_TOKEN(DLOCK_TOKENS_FILE_FAILED);

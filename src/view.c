@@ -322,6 +322,7 @@ typedef struct NameRow
 {
 	NameKey		k;
 	bool		has_entry;
+	bool		has_marker;		/* its process holds the lease marker */
 	NameInfo	e;				/* a backend's entry, if has_entry */
 	List	   *holds;			/* detached holds (palloc'd copies): the lock
 								 * holder has one per shared acquisition */
@@ -407,6 +408,7 @@ name_find(NameTable *t, const NameKey *k, bool enter)
 			row = &t->rows[t->nrows++];
 			row->k = *k;
 			row->has_entry = false;
+			row->has_marker = false;
 			row->holds = NIL;
 			return row;
 		}
@@ -668,10 +670,47 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 		}
 	if (n > 0)
 		return;
+	/*
+	 * A session hold with a lease is the entry's only while its lease marker
+	 * is held: one of the same key taken afresh after
+	 * pg_advisory_unlock_all() is another hold, shown without a name.
+	 */
+	if (row != NULL && row->has_entry && granted && row->e.lease_expires != 0 &&
+		row->e.nxact == 0 && row->e.nsession > 0 && !row->has_marker)
+		row = NULL;
 	put_lock(call, l, &k, lockmode, granted,
 			 row != NULL && row->has_entry &&
 			 (granted || row->e.waiting != DLOCK_WAIT_NONE) ? &row->e : NULL,
 			 NULL);
+}
+
+/* Note the lease markers the lock manager has (dlock.h), on their names. */
+static void
+note_markers(NameTable *names, const LockData *ld)
+{
+	int			i;
+
+	for (i = 0; i < ld->nelements; i++)
+	{
+		const LockInstanceData *l = &ld->locks[i];
+		NameKey		k;
+		NameRow    *row;
+
+		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
+			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD ||
+			l->locktag.locktag_field4 < DLOCK_SUBID_MARKER ||
+			l->locktag.locktag_field4 > DLOCK_SUBID_MARKER + DLOCK_SHARED ||
+			(l->holdMask & LOCKBIT_ON(DLOCK_MARKER_MODE)) == 0)
+			continue;
+		memset(&k, 0, sizeof(k));
+		k.pid = l->pid;
+		k.dbid = l->locktag.locktag_field1;
+		k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
+		k.mode = l->locktag.locktag_field4 - DLOCK_SUBID_MARKER;
+		row = name_find(names, &k, false);
+		if (row != NULL)
+			row->has_marker = true;
+	}
 }
 
 /*
@@ -707,6 +746,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 	ld = GetLockStatusData();
 	/* after everything was read: no hold or wait began later than this */
 	call.now = GetCurrentTimestamp();
+	note_markers(&names, ld);
 	for (i = 0; i < ld->nelements; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];

@@ -95,8 +95,6 @@ drop_xact_hold(int i)
 static void
 xact_callback(XactEvent event, void *arg)
 {
-	int			i;
-
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
@@ -106,12 +104,12 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_PREPARE:
 			dlock_refuse_commit_after_expiry();
 			dlock_detached_refuse_prepare();
-			for (i = 0; i < n_xact_holds; i++)
-				if (dlock_entry_at(xact_holds[i].ref)->lease_expires != 0)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("cannot PREPARE a transaction that holds a dlock lock with a lease"),
-							 errdetail("A prepared transaction has no session the lease reaper could end.")));
+			/*
+			 * Any hold with a lease, session scope too: the prepared
+			 * transaction could be committed after the lease ran out and
+			 * another holder took over, by anyone.
+			 */
+			dlock_refuse_prepare_with_lease();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -124,6 +122,7 @@ xact_callback(XactEvent event, void *arg)
 			dlock_forget_released_expired();
 			while (n_xact_holds > 0)
 				drop_xact_hold(n_xact_holds - 1);
+			dlock_forget_released_leased();
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();
 			break;

@@ -74,12 +74,17 @@ def wait_until(pred, timeout=20.0, step=0.05):
     return False
 
 
-def reaper_pid():
+def process_pid(backend_type):
+    """The pid of a server process, by its backend_type, or None."""
     c = connect()
     try:
-        return q(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock lease reaper'")
+        return q(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = %s", (backend_type,))
     finally:
         c.close()
+
+
+def reaper_pid():
+    return process_pid("dlock lease reaper")
 
 
 class Waiter(threading.Thread):
@@ -661,6 +666,282 @@ def t_detached_shared_no_jump():
     close_all(a, obs, x.conn)
 
 
+# ---- the hardening after 1.4: each check reproduces a way 1.4 broke a promise ----
+
+def holder_pid():
+    return process_pid("dlock lock holder")
+
+
+def postmaster_pid():
+    with open("/tmp/dlock-%d/data/postmaster.pid" % ARGS.port) as f:
+        return int(f.readline())
+
+
+def alive(obs, pid):
+    return q(obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)) == 1
+
+
+@check("lease, then DISCARD ALL and the same key taken afresh: the session is not ended, the view drops the old hold")
+def t_lease_discard_relock():
+    for release in ("DISCARD ALL", "SELECT pg_advisory_unlock_all()"):
+        a, obs = connect(), connect()
+        apid = pid_of(a)
+        q(a, "SELECT dlock_lock('discarded', lease => '1s')")
+        q(a, release)
+        q(a, "SELECT pg_advisory_lock(dlock_key('discarded'))")
+        time.sleep(2.5)                                   # the old lease is long over
+        expect(alive(obs, apid), "%s: the session was ended over a lease it no longer had" % release)
+        row = q(obs, "SELECT row(name IS NULL, lease_expires IS NULL, token IS NULL)::text FROM dlock_locks "
+                     "WHERE pid = %s", (apid,))
+        expect(row == "(t,t,t)", "%s: the view shows the new hold as the old one: %r" % (release, row))
+        expect(q(a, "SELECT 1") == 1, "%s: the session cannot run a statement" % release)
+        close_all(a, obs)
+
+
+@check("lease, session scope, with a temporary table: ended once, its temporary tables dropped")
+def t_lease_temp_tables():
+    off = log_size()
+    a, obs = connect(), connect()
+    apid = pid_of(a)
+    q(a, "CREATE TEMP TABLE lease_scratch (n int)")
+    q(a, "SELECT dlock_lock('temp-lease', lease => '1s')")
+    expect(wait_until(lambda: not alive(obs, apid), 15), "the holder was not ended")
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_class WHERE relname = 'lease_scratch'") == 0, 10),
+           "its temporary table was left behind")
+    log = log_since(off)
+    expect("cannot commit after the lease" not in log, "a second FATAL at exit:\n%s" % log)
+    close_all(a, obs)
+
+
+@check("lock holder stalled: dlock_acquire, dlock_extend and dlock_release can be cancelled; nothing is kept")
+def t_holder_stalled_cancel():
+    obs = connect()
+    a = connect()
+    tok = q(a, "SELECT dlock_acquire('stalled-keep', '1 min')")
+    hpid = holder_pid()
+    calls = ["SELECT dlock_acquire('stalled-new', '1 min')",
+             "SELECT dlock_extend('stalled-keep', %d, '1 min')" % tok,
+             "SELECT dlock_release('stalled-keep', %d)" % tok]
+    with stopped(hpid):
+        for sql in calls:
+            w = Waiter(sql)
+            w.start()
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))
+            w.join(5)
+            expect(not w.is_alive(), "%s: not cancelled while the holder is stopped" % sql)
+            expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "%s got %r / %r" % (sql, w.result, w.error))
+            expect(time.monotonic() - t0 < 2, "%s: the cancel took %.1fs" % (sql, time.monotonic() - t0))
+            w.conn.close()
+    # the abandoned acquisition was not kept; the one held before still is
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'stalled-new'") == 0, 5),
+           "an acquisition whose caller was cancelled is held")
+    expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'stalled-keep'") == 1, "the other lock is gone")
+    q(a, "SELECT dlock_release('stalled-keep', %s)", (tok,))
+    close_all(a, obs)
+
+
+@check("lock holder stalled: dlock_acquire's timeout bounds the wait for its answer (NULL at the deadline)")
+def t_holder_stalled_timeout():
+    obs = connect()
+    with stopped(holder_pid()):
+        w = Waiter("SELECT dlock_acquire('stalled-timeout', '1 min', timeout => '500ms') IS NULL")
+        w.start()
+        w.join(3)
+        expect(not w.is_alive(), "the timeout did not end the wait for the stopped holder")
+        expect(w.result is True, "got %r / %r" % (w.result, w.error))
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'stalled-timeout'") == 0, 5),
+           "an acquisition that timed out is held")
+    close_all(obs, w.conn)
+
+
+@check("lock holder stalled: a rollback after dlock_acquire and a terminate do not wait for it; the lock is released")
+def t_holder_stalled_undo():
+    obs = connect()
+    b = connect()
+    b.autocommit = False
+    q(b, "SELECT dlock_acquire('stalled-undo', '1 min')")
+    t = connect()
+    tpid = pid_of(t)
+    hpid = holder_pid()
+    with stopped(hpid):
+        rb = threading.Thread(target=b.rollback, daemon=True)
+        rb.start()
+        rb.join(1.0)
+        expect(not rb.is_alive(), "the rollback waits for the stopped holder")
+        w = Waiter("SELECT dlock_acquire('stalled-term', '1 min')", conn=t)
+        w.start()
+        time.sleep(0.3)
+        q(obs, "SELECT pg_terminate_backend(%s)", (tpid,))
+        w.join(5)
+        expect(not w.is_alive(), "not terminated while the holder is stopped")
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name IN ('stalled-undo', 'stalled-term')") == 0, 5),
+           "a rolled-back or abandoned acquisition is still held")
+    close_all(b, obs)
+
+
+@check("a rolled-back dlock_acquire is released before the same session's next one, also with the holder busy")
+def t_undo_before_next():
+    stop = threading.Event()
+
+    def busy():
+        c = connect()
+        while not stop.is_set():
+            t = q(c, "SELECT dlock_acquire('undo-busy-' || pg_backend_pid(), '10s')")
+            q(c, "SELECT dlock_release('undo-busy-' || pg_backend_pid(), %s)", (t,))
+        c.close()
+    others = [threading.Thread(target=busy, daemon=True) for _ in range(2)]
+    for t in others:
+        t.start()
+    a = connect()
+    a.autocommit = False
+    misses = 0
+    for _ in range(150):
+        q(a, "SELECT dlock_acquire('undo-next', '10s')")
+        a.rollback()
+        tok = q(a, "SELECT dlock_acquire('undo-next', '10s')")
+        a.commit()
+        if tok is None:
+            misses += 1
+        else:
+            q(a, "SELECT dlock_release('undo-next', %s)", (tok,))
+            a.commit()
+    stop.set()
+    for t in others:
+        t.join(10)
+    a.close()
+    expect(misses == 0, "%d of 150 acquisitions found the rolled-back one still held" % misses)
+
+
+@check("postmaster slow to start waiters: cancelled waited acquisitions leak no waiter block")
+def t_waiter_start_cancel():
+    obs, a = connect(), connect()
+    tok = q(a, "SELECT dlock_acquire('slow-start', '1 min')")
+    nworkers = int(q(obs, "SHOW max_worker_processes"))
+    pm = postmaster_pid()
+    for _ in range(nworkers + 2):
+        w = Waiter("SELECT dlock_acquire('slow-start', '1 min', timeout => '30s')")
+        with stopped(pm):
+            w.start()
+            time.sleep(0.2)
+            q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))
+            w.join(5)
+            expect(not w.is_alive(), "not cancelled while the postmaster is stopped")
+            time.sleep(1.2)                               # longer than 1.4 waited for the postmaster
+        w.conn.close()
+    time.sleep(0.5)
+    q(a, "SELECT dlock_release('slow-start', %s)", (tok,))
+    b = connect()
+    tok2 = q(b, "SELECT dlock_acquire('slow-start-2', '1 min')")
+    w = Waiter("SELECT dlock_acquire('slow-start-2', '1 min', timeout => '30s')")
+    w.start()
+    time.sleep(0.5)
+    q(b, "SELECT dlock_release('slow-start-2', %s)", (tok2,))
+    w.join(15)
+    expect(w.error is None and w.result is not None, "a waited acquisition fails afterwards: %r / %r" % (w.result, w.error))
+    q(w.conn, "SELECT dlock_release('slow-start-2', %s)", (w.result,))
+    close_all(a, b, obs, w.conn)
+
+
+@check("grant, deadline and a cancel in one instant (waiter stopped): the cancel is not lost, the lock not kept")
+def t_grant_deadline_cancel():
+    a, obs, w = held_and_awaited("grant-deadline-cancel", "SELECT dlock_lock('grant-deadline-cancel', '300ms')")
+    with stopped(w.pid):
+        q(a, "SELECT dlock_unlock('grant-deadline-cancel')")  # granted to the stopped waiter
+        time.sleep(0.6)                                   # its deadline passes
+        q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))  # and a real cancel comes
+    w.join(10)
+    expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "waiter got %r / %r" % (w.result, w.error))
+    expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (w.pid,)) == 0,
+           "the cancelled waiter still holds the lock")
+    close_all(a, obs, w.conn)
+
+
+@check("reaper stopped: past its lease a session takes no other name or mode, and cannot commit after pg_advisory_unlock_all")
+def t_expired_takes_nothing():
+    obs, a = connect(), connect()
+    with stopped(reaper_pid()):
+        q(a, "SELECT dlock_try('past-lease', shared => true, lease => '300ms')")
+        time.sleep(0.6)
+        for sql in ("SELECT dlock_try('past-lease')", "SELECT dlock_try('past-other', lease => '1h')",
+                    "SELECT dlock_try_xact('past-other')"):
+            try:
+                q(a, sql)
+                raise AssertionError("%s: taken after the lease ran out" % sql)
+            except psycopg2.errors.LockNotAvailable:
+                pass
+        expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'past-other'") == 0, "past-other is held")
+        q(obs, "CREATE TABLE IF NOT EXISTS past_lease_t (n int)")
+        b = connect()
+        q(b, "SELECT dlock_try('past-commit', lease => '300ms')")
+        b.autocommit = False
+        q(b, "INSERT INTO past_lease_t VALUES (1)")
+        time.sleep(0.6)
+        q(b, "SELECT pg_advisory_unlock_all()")
+        try:
+            b.commit()
+            raise AssertionError("committed after the lease ran out (released behind dlock's back)")
+        except psycopg2.errors.LockNotAvailable:
+            b.rollback()
+        expect(q(obs, "SELECT count(*) FROM past_lease_t") == 0, "the write of a holder past its lease is visible")
+        b.close()
+    q(obs, "DROP TABLE past_lease_t")
+    close_all(a, obs)
+
+
+@check("one session cannot fill the lock table through dlock: dlock.max_held_locks, 53400 with a hint")
+def t_held_limit():
+    c = connect()
+    q(c, "SET dlock.max_held_locks = 100")
+    q(c, "SELECT dlock_try('many-' || g) FROM generate_series(1, 100) g")
+    try:
+        q(c, "SELECT dlock_try('many-101')")
+        raise AssertionError("the 101st name was taken")
+    except psycopg2.errors.ConfigurationLimitExceeded as e:
+        expect(e.diag.message_hint and "dlock.max_held_locks" in e.diag.message_hint, "hint: %r" % e.diag.message_hint)
+    expect(q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()") == 100,
+           "the refused name is held")
+    expect(q(c, "SELECT dlock_try('many-1')") is True, "a name already held cannot be taken again")
+    q(c, "SELECT dlock_unlock_all()")
+    q(c, "RESET dlock.max_held_locks")
+    try:
+        q(c, "SELECT dlock_try('auto-' || g) FROM generate_series(1, 1000000) g")
+        raise AssertionError("a million names were taken")
+    except psycopg2.errors.ConfigurationLimitExceeded:
+        pass
+    # session locks taken before the refusal stay, as pg_advisory_lock's do
+    n = q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+    expect(n > 100 and q(c, "SELECT dlock_unlock_all()") == n, "%r held, not all named" % n)
+    # a new connection can still start
+    d = connect()
+    q(d, "SELECT 1")
+    close_all(c, d)
+
+
+@check("one role cannot take every detached lock: dlock.max_detached_locks_per_role, 53400 with a hint")
+def t_role_limit():
+    c = connect()
+    limit = int(q(c, "SHOW dlock.max_detached_locks")) // 2
+    q(c, "DROP ROLE IF EXISTS dlock_greedy")
+    q(c, "CREATE ROLE dlock_greedy")
+    q(c, "SET ROLE dlock_greedy")
+    q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(1, %s) g", (limit,))
+    try:
+        q(c, "SELECT dlock_acquire('greedy-more', '1 min')")
+        raise AssertionError("the role took more than half")
+    except psycopg2.errors.ConfigurationLimitExceeded as e:
+        expect("dlock.max_detached_locks_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
+    q(c, "RESET ROLE")
+    other = connect()
+    tok = q(other, "SELECT dlock_acquire('other-role', '1 min')")
+    expect(tok is not None, "another role cannot acquire")
+    q(other, "SELECT dlock_release('other-role', %s)", (tok,))
+    q(c, "SELECT dlock_release(name, token) FROM dlock_locks WHERE name LIKE 'greedy-%%' AND scope = 'detached'")
+    q(c, "DROP ROLE dlock_greedy")
+    close_all(c, other)
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -673,7 +954,11 @@ def main():
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
-              t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump]
+              t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,
+              t_lease_discard_relock, t_lease_temp_tables, t_holder_stalled_cancel, t_holder_stalled_timeout,
+              t_holder_stalled_undo,
+              t_waiter_start_cancel, t_undo_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
+              t_held_limit, t_role_limit]
     for fn in checks:
         fn()
     print("# all fault tests ran")

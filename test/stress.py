@@ -432,11 +432,20 @@ def detached_soak(cycles, seed):
                "lock-table entries of dlock processes left")
         expect(holder_pid(c) == holder, "the lock holder was restarted")
         # every slot of the lock holder is free again: all of them at once
+        # (by two roles: one role may hold half, dlock.max_detached_locks_per_role)
         most = q(c, "SELECT current_setting('dlock.max_detached_locks')::int")
-        got = q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(1, %s) g", (most,))
+        half = most // 2
+        q(c, "DROP ROLE IF EXISTS dlock_soak_other")
+        q(c, "CREATE ROLE dlock_soak_other")
+        got = q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(1, %s) g", (half,))
+        q(c, "SET ROLE dlock_soak_other")
+        got += q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(%s, %s) g",
+                 (half + 1, most))
+        q(c, "RESET ROLE")
         expect(got == most, "the lock holder took %r of %d locks at once" % (got, most))
         expect(q(c, "SELECT count(*) FILTER (WHERE dlock_release(name, token)) FROM dlock_locks "
                     "WHERE name LIKE 'soak-full-%%'") == most, "releasing them")
+        q(c, "DROP ROLE dlock_soak_other")
         # every waiter block is free again: as many waited acquisitions at once
         # as there are worker slots (less the reaper, the lock holder and the
         # logical replication launcher)

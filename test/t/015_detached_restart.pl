@@ -159,7 +159,8 @@ $standby->stop;
 
 # the limits: dlock.max_detached_locks held by the lock holder (53400), no
 # background worker slot for a wait (53000), detached locks turned off (55000)
-$node->append_conf('postgresql.conf', "dlock.max_detached_locks = 2\nmax_worker_processes = 4\n");
+$node->append_conf('postgresql.conf',
+	"dlock.max_detached_locks = 2\ndlock.max_detached_locks_per_role = 2\nmax_worker_processes = 4\n");
 $node->restart;
 ok(holder_ready(), 'the lock holder runs');
 $node->safe_psql('postgres', "SELECT dlock_acquire('limit-$_', '1 hour')") for 1 .. 2;
@@ -195,7 +196,7 @@ $s2->quit;
 # PostgreSQL's lock table full: the lock holder answers the error (53200,
 # with its hint), records nothing, and goes on
 $node->append_conf('postgresql.conf',
-	"dlock.max_detached_locks = 20000\nmax_locks_per_transaction = 10\n");
+	"dlock.max_detached_locks = 20000\ndlock.max_detached_locks_per_role = -1\nmax_locks_per_transaction = 10\n");
 $node->restart;
 ok(holder_ready(), 'the lock holder runs');
 # (new connections fail too while it is full: everything runs in one session)

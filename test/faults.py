@@ -1,0 +1,563 @@
+#!/usr/bin/env python3
+"""test/faults.py: every fault point of dlock, driven with every action that
+can land there, and the promises checked after each (DESIGN.md).
+
+Needs a server running the fault-injection build (make DLOCK_FAULTS=1) with
+dlock preloaded and dlock.token_reserve = 1 (so that every token writes the
+token file); test/run starts one:
+    python3 test/faults.py --port 54322 --src src
+
+The fault points are found in the sources (DLOCK_FAULT("name")); each has a
+scenario that makes a process pass it, and the actions that can happen in
+that process (src/fault.c): error, fatal, cancel, terminate, kill (SIGKILL,
+a crash restart), stall (the process stops taking interrupts for a while).
+A point with no scenario, or a scenario that never reaches its point, is a
+violation too.  After each run the invariants:
+  - the caller's answer matches the lock manager: told true (or a token) it
+    holds the lock and the view names it; told false, NULL or an error, it
+    holds nothing of that name;
+  - nothing leaks: once everything is released, no advisory lock, no view
+    row, no waiter block, request, detached hold or pending undo is left;
+  - no session is ended but the one whose lease expired, the bystander
+    session is alive, and the server answers.
+Prints "ok - point: action" or "not ok - ..." per run, then
+"N fault points, M actions, K violations", then "# all fault tests ran".
+"""
+import argparse
+import os
+import re
+import sys
+import threading
+import time
+
+import psycopg2
+import psycopg2.errors
+
+import fault
+from fault import log_since, log_size, q, wait_until
+
+ARGS = None
+VIOLATIONS = []
+ACTIONS_RUN = 0
+
+ALL = ("error", "fatal", "cancel", "terminate", "stall", "kill")
+NO_CANCEL = ("error", "fatal", "terminate", "stall", "kill")   # a process that ignores SIGINT
+STALL_MS = 1500
+
+
+def connect(app="dlock-faults"):
+    return fault.connect(app=app)
+
+
+def try_q(conn, sql, params=None):
+    """(answer, error): the first column, or the exception."""
+    try:
+        return q(conn, sql, params), None
+    except psycopg2.Error as e:
+        return None, e
+
+
+def server_conn(timeout=60):
+    """A new connection, once the server answers (after a crash restart too)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            c = connect()
+            q(c, "SELECT 1")
+            return c
+        except psycopg2.Error:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
+def pid_of(conn):
+    return q(conn, "SELECT pg_backend_pid()")
+
+
+def proc_pid(kind):
+    server_conn().close()           # once the server answers (after a crash restart too)
+    return fault.process_pid(kind) or 0
+
+
+def close(*conns):
+    for c in conns:
+        try:
+            c.close()
+        except Exception:  # noqa: BLE001 - a connection the fault ended
+            pass
+
+
+class Call(threading.Thread):
+    """One statement on its own connection, in the background."""
+
+    def __init__(self, conn, sql):
+        super().__init__(daemon=True)
+        self.conn, self.sql = conn, sql
+        self.answer = self.error = None
+
+    def run(self):
+        self.answer, self.error = try_q(self.conn, self.sql)
+
+
+# ---- what a run saw ----------------------------------------------------------
+
+class Run:
+    def __init__(self, point, action):
+        self.point, self.action = point, action
+        self.problems = []
+        self.lease_victim = None      # a pid the reaper may end
+
+    def bad(self, what):
+        self.problems.append(what)
+
+
+def arm(point, action, pid=0):
+    c = server_conn()
+    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, 0)", (point, action, STALL_MS, pid))
+    c.close()
+
+
+def fired():
+    c = server_conn()
+    try:
+        return q(c, "SELECT dlock_fault_hits()")
+    finally:
+        q(c, "SELECT dlock_fault_clear()")
+        c.close()
+
+
+def holds_session(obs, pid, name):
+    """Does process pid hold the advisory lock of name (objsubid 1)?"""
+    return q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+                  "AND pid = %s AND (classid::bigint << 32 | objid::bigint) = dlock_key(%s) & x'ffffffffffffffff'::bigint",
+             (pid, name)) > 0
+
+
+def named(obs, name, scope=None):
+    sql = "SELECT count(*) FROM dlock_locks WHERE name = %s AND granted"
+    if scope:
+        sql += " AND scope = '%s'" % scope
+    return q(obs, sql, (name,))
+
+
+def check_answer_session(run, obs, pid, name, answer, error, died):
+    """Told true: held and named.  Told false or an error: not held."""
+    if died or run.action == "kill":
+        return                  # its locks went with it (a crash: everyone's)
+    held = holds_session(obs, pid, name)
+    if answer is True:
+        if not held:
+            run.bad("told true, the lock manager does not have it")
+        elif q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND pid = %s AND granted", (name, pid)) == 0:
+            run.bad("told true, the view does not name it")
+    elif held:
+        run.bad("told %s, yet holds the lock" % (error.pgcode if error else answer))
+
+
+def check_answer_detached(run, obs, name, token, error, holder_gone):
+    """Told a token: held, with it, once things settle.  Told NULL or an error: not held."""
+    def settled():
+        rows = q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND scope = 'detached' AND granted", (name,))
+        return rows == (1 if token is not None else 0)
+    if (token is not None and holder_gone) or run.action == "kill":
+        return          # its process died with it: released (README "Detached locks")
+    if not wait_until(settled, 5):
+        if token is not None:
+            run.bad("told token %s, no such detached hold" % token)
+        else:
+            run.bad("told %s, yet a detached hold of the name is left"
+                    % (error.pgcode if error else "NULL"))
+    elif token is not None and q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND token = %s",
+                                 (name, token)) != 1:
+        run.bad("told token %s, the view shows another" % token)
+
+
+def died(conn):
+    try:
+        q(conn, "SELECT 1")
+        return False
+    except psycopg2.Error:
+        return True
+
+
+# ---- scenarios: make a process pass a point ---------------------------------
+
+def sc_session(run, point, pid_filter, xact=False):
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    arm(point, run.action, apid if pid_filter == "caller" else 0)
+    if xact:
+        q(a, "BEGIN")
+        answer, error = try_q(a, "SELECT dlock_try_xact('f', lease => '30s')")
+        check_answer_session(run, obs, apid, "f", answer, error, died(a))
+        try_q(a, "ROLLBACK")
+    else:
+        answer, error = try_q(a, "SELECT dlock_try('f', lease => '30s')")
+        check_answer_session(run, obs, apid, "f", answer, error, died(a))
+        try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def sc_session_wait(run, point, pid_filter):
+    obs, a, b = server_conn(), connect(), connect()
+    apid = pid_of(a)
+    q(b, "SELECT dlock_try('f')")
+    arm(point, run.action, apid if pid_filter == "caller" else 0)
+    call = Call(a, "SELECT dlock_lock('f', '10s', lease => '30s')")
+    call.start()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (apid,)) > 0, 3)
+    try_q(b, "SELECT dlock_unlock('f')")
+    call.join(20)
+    check_answer_session(run, obs, apid, "f", call.answer, call.error, died(a))
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, b, obs)
+
+
+def sc_renew(run, point, pid_filter):
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    q(a, "SELECT dlock_try('f', lease => '30s')")
+    arm(point, run.action, apid)
+    answer, error = try_q(a, "SELECT dlock_renew('f', '40s')")
+    # the hold is the caller's either way (renewing failed or not)
+    check_answer_session(run, obs, apid, "f", True, None, died(a))
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def detached_run(run, point, pid, sql, before=None, obs=None):
+    obs = obs or server_conn()
+    a = connect()
+    hpid = proc_pid("dlock lock holder")
+    target = {"caller": pid_of(a), "holder": hpid, "any": 0}[pid]
+    if before:
+        before(a)
+    arm(point, run.action, target)
+    answer, error = try_q(a, sql)
+    holder_gone = pid == "holder" and run.action in ("fatal", "terminate", "kill")
+    return obs, a, answer, error, holder_gone
+
+
+def sc_detached(run, point, pid):
+    obs, a, token, error, gone = detached_run(run, point, pid, "SELECT dlock_acquire('f', '30s')")
+    check_answer_detached(run, obs, "f", token, error, gone or died(obs))
+    release_all_detached()
+    close(a, obs)
+
+
+def sc_detached_undo(run, point, pid):
+    obs, a = server_conn(), connect()
+    q(a, "BEGIN")
+    q(a, "SELECT dlock_acquire('f', '30s')")
+    arm(point, run.action, pid_of(a))
+    try_q(a, "ROLLBACK")
+    check_answer_detached(run, obs, "f", None, None, False)
+    release_all_detached()
+    close(a, obs)
+
+
+def sc_detached_extend(run, point, pid):
+    obs, a = server_conn(), connect()
+    token = q(a, "SELECT dlock_acquire('f', '30s')")
+    arm(point, run.action, proc_pid("dlock lock holder"))
+    try_q(a, "SELECT dlock_extend('f', %s, '40s')" % token)
+    try_q(a, "SELECT dlock_release('f', %s)" % token)
+    release_all_detached()
+    close(a, obs)
+
+
+def sc_detached_wait(run, point, pid, cancel=False):
+    obs, a, b = server_conn(), connect(), connect()
+    apid = pid_of(a)
+    tb = q(b, "SELECT dlock_acquire('f', '30s')")
+    arm(point, run.action, apid if pid == "caller" else 0)
+    call = Call(a, "SELECT dlock_acquire('f', '30s', timeout => '10s')")
+    call.start()
+    time.sleep(0.5)
+    if cancel:
+        try_q(obs, "SELECT pg_cancel_backend(%s)", (apid,))
+        time.sleep(0.2)
+    try_q(b, "SELECT dlock_release('f', %s)" % tb)
+    call.join(20)
+    # a waiter that ends after its grant (an error, a FATAL, a terminate)
+    # takes the lock with it, as a terminated holding process does
+    waiter_gone = point == "waiter.holding" and run.action in ("error", "fatal", "terminate")
+    check_answer_detached(run, obs, "f", call.answer, call.error, waiter_gone)
+    release_all_detached()
+    close(a, b, obs)
+
+
+def sc_detached_wait_cancel(run, point, pid):
+    sc_detached_wait(run, point, pid, cancel=True)
+
+
+def sc_cancel_then_next(run, point, pid):
+    """The holder stalls on an acquisition whose caller is cancelled; the
+    caller's next call (a release of another lock) must not be mixed into
+    the request the holder is still working on."""
+    obs, a, b = server_conn(), connect(), connect()
+    apid = pid_of(a)
+    tb = q(b, "SELECT dlock_acquire('g', '30s', shared => true)")
+    arm(point, run.action, proc_pid("dlock lock holder"))
+    call = Call(a, "SELECT dlock_acquire('f', '30s', shared => true)")
+    call.start()
+    time.sleep(0.3)
+    try_q(obs, "SELECT pg_cancel_backend(%s)", (apid,))
+    call.join(10)
+    released, error = try_q(a, "SELECT dlock_release('g', %s)" % tb)
+    if released is not True:
+        run.bad("the next call was mixed up: dlock_release gave %r / %r" % (released, error))
+    check_answer_detached(run, obs, "f", call.answer, call.error, False)
+    release_all_detached()
+    close(a, b, obs)
+
+
+def sc_token_wait(run, point, pid):
+    """One backend stalls writing the token file (holding its lock); another
+    that needs a token meanwhile must still be cancellable, and not keep
+    the lock it was granted."""
+    obs, a, b = server_conn(), connect(), connect()
+    bpid = pid_of(b)
+    arm(point, run.action, pid_of(a))
+    first = Call(a, "SELECT dlock_try('f')")
+    first.start()
+    time.sleep(0.3)
+    second = Call(b, "SELECT dlock_try('f2')")
+    second.start()
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    try_q(obs, "SELECT pg_cancel_backend(%s)", (bpid,))
+    second.join(STALL_MS / 1000.0)
+    if second.is_alive() or time.monotonic() - t0 > 1.0:
+        run.bad("a call waiting for the token file's lock was not cancelled at once")
+    second.join(10)
+    first.join(10)
+    check_answer_session(run, obs, bpid, "f2", second.answer, second.error, died(b))
+    try_q(a, "SELECT dlock_unlock_all()")
+    try_q(b, "SELECT dlock_unlock_all()")
+    close(a, b, obs)
+
+
+def sc_release_in_window(run, point, pid):
+    """A waiter stalls between showing its hold (with its token, in the
+    view) and handing it over: a dlock_release with that token then must
+    reach it (1.4 answered "not held")."""
+    obs, a, b = server_conn(), connect(), connect()
+    tb = q(b, "SELECT dlock_acquire('f', '30s')")
+    arm(point, run.action, 0)
+    call = Call(a, "SELECT dlock_acquire('f', '30s', timeout => '10s')")
+    call.start()
+    time.sleep(0.5)
+    try_q(b, "SELECT dlock_release('f', %s)" % tb)
+    seen = []
+    wait_until(lambda: seen.append(q(obs, "SELECT token FROM dlock_locks WHERE name = 'f' AND scope = 'detached' "
+                                          "AND granted AND token <> %s", (tb,))) or seen[-1] is not None, 3)
+    token = seen[-1] if seen else None
+    if token is None:
+        run.bad("the waiter's hold never showed in the view")
+    else:
+        released, error = try_q(obs, "SELECT dlock_release('f', %s)" % token)
+        if released is not True:
+            run.bad("dlock_release with the token the view shows: %r / %r" % (released, error))
+    call.join(20)
+    check_answer_detached(run, obs, "f", None, None, False)
+    release_all_detached()
+    close(a, b, obs)
+
+
+def sc_reaper(run, point, pid, xact=False):
+    """A lease expires; the reaper passes its point just before it signals.
+    With a stall, the holder lets go and takes the name afresh without a
+    lease meanwhile: it must not be ended, nor its next statement cancelled."""
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    arm(point, run.action, proc_pid("dlock lease reaper"))
+    if xact:
+        q(a, "BEGIN")
+        q(a, "SELECT dlock_try_xact('f', lease => '300ms')")
+    else:
+        q(a, "SELECT dlock_try('f', lease => '300ms')")
+    if run.action == "stall":
+        if not wait_until(lambda: fired_peek() > 0, 5):
+            run.bad("the reaper never came to its point")
+        if xact:
+            try_q(a, "ROLLBACK")
+        else:
+            try_q(a, "SELECT dlock_unlock('f'), dlock_try('f')")
+        time.sleep(STALL_MS / 1000.0 + 1.0)
+        answer, error = try_q(a, "SELECT pg_sleep(0.5), 1")
+        if error is not None:
+            run.bad("a session that let go of its expired hold was %s" % error.pgcode)
+    else:
+        # the reaper fails or dies at its point: the lease is still enforced
+        run.lease_victim = apid
+        if not wait_until(lambda: died(a) or not holds_session(obs, apid, "f"), 20):
+            run.bad("the expired lease was never enforced")
+        run.lease_victim = apid
+    try_q(a, "ROLLBACK")
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def sc_xact(run, point, pid_filter):
+    sc_session(run, point, pid_filter, xact=True)
+
+
+def sc_reaper_xact(run, point, pid):
+    sc_reaper(run, point, pid, xact=True)
+
+
+def fired_peek():
+    c = server_conn()
+    try:
+        return q(c, "SELECT dlock_fault_hits()")
+    finally:
+        c.close()
+
+
+def release_all_detached():
+    c = server_conn()
+    wait_until(lambda: q(c, "SELECT count(dlock_release(name, token)) FROM dlock_locks "
+                            "WHERE scope = 'detached' AND granted") == 0 or True, 1)
+    wait_until(lambda: q(c, "SELECT count(*) FROM dlock_locks WHERE scope = 'detached'") == 0, 5)
+    c.close()
+
+
+# point -> (scenario, process, actions)
+SCENARIOS = {
+    "lock.granted": [(sc_session, "caller", ALL), (sc_xact, "caller", ALL)],
+    "lock.ready": [(sc_session, "caller", ALL), (sc_xact, "caller", ALL)],
+    "token.file": [(sc_session, "caller", ALL), (sc_detached, "holder", NO_CANCEL),
+                   (sc_token_wait, "caller", ("stall",))],
+    "lock.wait": [(sc_session_wait, "caller", ALL)],
+    "renew.marked": [(sc_renew, "caller", ALL)],
+    "detached.sent": [(sc_detached, "caller", ALL)],
+    "detached.recorded": [(sc_detached, "caller", ALL)],
+    "detached.undo": [(sc_detached_undo, "caller", ("stall", "fatal", "kill"))],
+    "detached.ticket": [(sc_detached_wait, "caller", ALL)],
+    "detached.waiting": [(sc_detached_wait, "caller", ALL), (sc_detached_wait_cancel, "caller", ALL)],
+    "holder.claimed": [(sc_detached, "holder", NO_CANCEL)],
+    "holder.acquire": [(sc_detached, "holder", NO_CANCEL)],
+    "holder.granted": [(sc_detached, "holder", NO_CANCEL)],
+    "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
+    "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
+    "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL)],
+    "waiter.claimed": [(sc_detached_wait, "any", ALL)],
+    "waiter.granted": [(sc_detached_wait, "any", ALL)],
+    "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],
+    "waiter.holding": [(sc_detached_wait, "any", ("error", "fatal", "terminate", "stall", "kill"))],
+    "reaper.recheck": [(sc_reaper, "reaper", ("stall", "error", "fatal", "kill")),
+                       (sc_reaper_xact, "reaper", ("stall", "error"))],
+}
+
+# What a point's passing needs to be seen: a kill is checked on fewer points
+# (each is a crash restart of the whole server).
+KILL_POINTS = {"lock.granted", "detached.recorded", "holder.granted", "waiter.published", "reaper.recheck"}
+
+
+def points_in_sources(src):
+    found = set()
+    for f in sorted(os.listdir(src)):
+        if f.endswith(".c") and f != "fault.c":
+            with open(os.path.join(src, f)) as fh:
+                found.update(re.findall(r'DLOCK_FAULT\("([a-z_.]+)"\)', fh.read()))
+    return found
+
+
+def leaks_settled(run):
+    """Everything released: nothing may be left anywhere."""
+    c = server_conn()
+    ok = wait_until(lambda: q(c, "SELECT dlock_fault_leaks()") == "waiters=0 requests=0 holds=0 undos=0"
+                    and q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+                    and q(c, "SELECT count(*) FROM dlock_locks") == 0, 10)
+    if not ok:
+        run.bad("left behind: %s, %s advisory locks, %s view rows"
+                % (q(c, "SELECT dlock_fault_leaks()"),
+                   q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"),
+                   q(c, "SELECT count(*) FROM dlock_locks")))
+    c.close()
+
+
+def one_run(point, scenario, proc, action):
+    global ACTIONS_RUN
+    run = Run(point, action)
+    off = log_size()
+    bystander = server_conn()
+    bpid = pid_of(bystander)
+    try:
+        scenario(run, point, proc)
+    except Exception as e:  # noqa: BLE001 - a scenario that breaks is a finding
+        run.bad("scenario failed: %r" % e)
+    hits = fired()
+    log = log_since(off)
+    if action == "kill":
+        # a crash restart started shared memory afresh: the log says it
+        hits = log.count('dlock fault point "%s": kill' % point)
+    if hits == 0:
+        run.bad("the point was not reached")
+    # the processes come back (a crash restart, a restarted reaper or holder)
+    wait_until(lambda: proc_pid("dlock lock holder") and proc_pid("dlock lease reaper"), 30)
+    leaks_settled(run)
+    log = log_since(off)
+    if "PANIC" in log:
+        run.bad("PANIC in the log")
+    if "did not hold the lock" in log or "you don't own a lock" in log:
+        run.bad("a process released a lock it did not hold")
+    ended = set(int(p) for p in re.findall(r"lease of lock \"[^\"]*\" expired, (?:terminating|canceling the transaction of) process (\d+)", log))
+    if ended - ({run.lease_victim} if run.lease_victim else set()):
+        run.bad("the reaper ended %s" % sorted(ended))
+    if action != "kill" and died(bystander):
+        run.bad("a bystander session was ended (pid %s)" % bpid)
+    close(bystander)
+    ACTIONS_RUN += 1
+    name = "%s: %s (%s)" % (point, action, scenario.__name__)
+    if run.problems:
+        VIOLATIONS.append((name, run.problems))
+        print("not ok - %s" % name, flush=True)
+        for p in run.problems:
+            print("#   " + p, flush=True)
+    else:
+        print("ok - %s" % name, flush=True)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--src", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+    ap.add_argument("--only", default=None, help="a regular expression of points to run")
+    ARGS = ap.parse_args()
+    fault.ARGS = ARGS
+    c = server_conn()
+    q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
+    for sql in ("CREATE OR REPLACE FUNCTION dlock_fault_set(text, text, int, int, int) RETURNS void "
+                "AS 'dlock', 'dlock_fault_set' LANGUAGE C STRICT",
+                "CREATE OR REPLACE FUNCTION dlock_fault_clear() RETURNS void AS 'dlock', 'dlock_fault_clear' LANGUAGE C",
+                "CREATE OR REPLACE FUNCTION dlock_fault_hits() RETURNS int AS 'dlock', 'dlock_fault_hits' LANGUAGE C",
+                "CREATE OR REPLACE FUNCTION dlock_fault_leaks() RETURNS text AS 'dlock', 'dlock_fault_leaks' LANGUAGE C"):
+        q(c, sql)
+    c.close()
+
+    points = points_in_sources(ARGS.src)
+    for p in sorted(points - set(SCENARIOS)):
+        VIOLATIONS.append((p, ["a fault point without a scenario"]))
+        print("not ok - %s: no scenario drives it" % p, flush=True)
+    for p in sorted(set(SCENARIOS) - points):
+        VIOLATIONS.append((p, ["a scenario for a point the sources do not have"]))
+        print("not ok - %s: not in the sources" % p, flush=True)
+    for point in sorted(points & set(SCENARIOS)):
+        if ARGS.only and not re.search(ARGS.only, point):
+            continue
+        for scenario, proc, actions in SCENARIOS[point]:
+            for action in actions:
+                if action == "kill" and point not in KILL_POINTS:
+                    continue
+                one_run(point, scenario, proc, action)
+    print("%d fault points, %d actions, %d violations" % (len(points), ACTIONS_RUN, len(VIOLATIONS)), flush=True)
+    print("# all fault tests ran")
+    return 0 if not VIOLATIONS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,7 @@ ifdef DLOCK_FAULTS
 OBJS += src/fault.o
 PG_CPPFLAGS += -DDLOCK_FAULTS
 endif
+EXTRA_CLEAN += src/fault.o src/fault.bc
 
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
 	dlock_lease dlock_token dlock_detached dlock_stats dlock_upgrade

@@ -524,6 +524,8 @@ dlock_unlock(PG_FUNCTION_ARGS)
 
 	dlock_set_locktag(&tag, name.key);
 	released = LockRelease(&tag, DlockLockMode(mode), true);
+	/* nothing below raises: only a signal, a stall or a death can land here */
+	DLOCK_FAULT("lock.release");
 	ref = dlock_find_entry(name.key, mode);
 	if (ref >= 0)
 	{

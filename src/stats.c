@@ -52,6 +52,7 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_stats);
 PG_FUNCTION_INFO_V1(dlock_stats_info);
@@ -493,6 +494,8 @@ add_to_table(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
 	h = stats_hash(dbid, key, mode);
 	p = h % DLOCK_STATS_PARTS;
 	LWLockAcquire(stats->parts[p].lock, LW_SHARED);
+	/* a process stalled or killed with a part lock held */
+	DLOCK_FAULT("stats.flush");
 	x = part_find(p, h, dbid, key, mode);
 	if (x >= 0)
 	{

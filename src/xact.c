@@ -21,6 +21,7 @@
 #include "utils/memutils.h"
 
 #include "dlock.h"
+#include "fault.h"
 
 typedef struct XactHold
 {
@@ -116,6 +117,11 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			/*
+			 * Interrupts are held off here; the lock manager releases the
+			 * transaction's locks right after the callbacks.
+			 */
+			DLOCK_FAULT("xact.end");
 			/* detached locks acquired in it: kept, or undone with it */
 			dlock_detached_xact_end(event != XACT_EVENT_ABORT &&
 									event != XACT_EVENT_PARALLEL_ABORT);
@@ -137,6 +143,8 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			i;
 
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		DLOCK_FAULT("subxact.end");
 	if (event == SUBXACT_EVENT_COMMIT_SUB || event == SUBXACT_EVENT_ABORT_SUB)
 		dlock_detached_subxact_end(event == SUBXACT_EVENT_COMMIT_SUB, mySubid, parentSubid);
 	if (event == SUBXACT_EVENT_COMMIT_SUB)

@@ -42,6 +42,10 @@ ACTIONS_RUN = 0
 
 ALL = ("error", "fatal", "cancel", "terminate", "stall", "kill")
 NO_CANCEL = ("error", "fatal", "terminate", "stall", "kill")   # a process that ignores SIGINT
+# where dlock's own code raises nothing (a release, a transaction's end with
+# interrupts held off, a statistics flush): only what comes from outside can
+# land there, and a cancel or terminate is acted on at the next check
+ASYNC = ("cancel", "terminate", "stall", "kill")
 STALL_MS = 1500
 
 
@@ -240,8 +244,16 @@ def detached_run(run, point, pid, sql, before=None, obs=None):
 
 
 def sc_detached(run, point, pid):
-    obs, a, token, error, gone = detached_run(run, point, pid, "SELECT dlock_acquire('f', '30s')")
+    """Another client's detached lock ('bystander') must outlive whatever
+    lands in the lock holder short of its death (1.4: an error in the lock
+    holder ended it, and every client's detached lock with it)."""
+    obs = server_conn()
+    bystander = q(obs, "SELECT dlock_acquire('bystander', '60s')")
+    obs, a, token, error, gone = detached_run(run, point, pid, "SELECT dlock_acquire('f', '30s')", obs=obs)
     check_answer_detached(run, obs, "f", token, error, gone or died(obs))
+    if not gone and run.action != "kill" and not died(obs) and \
+            q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'bystander' AND token = %s", (bystander,)) != 1:
+        run.bad("another client's detached lock was lost")
     release_all_detached()
     close(a, obs)
 
@@ -284,6 +296,10 @@ def sc_detached_wait(run, point, pid, cancel=False):
     # takes the lock with it, as a terminated holding process does
     waiter_gone = point == "waiter.holding" and run.action in ("error", "fatal", "terminate")
     check_answer_detached(run, obs, "f", call.answer, call.error, waiter_gone)
+    # an error in a waiter reaches its caller as it was (1.4: as 57P01)
+    if pid == "any" and run.action == "error" and point != "waiter.holding" and call.answer is None:
+        if call.error is None or "dlock fault injected" not in str(call.error):
+            run.bad("the waiter's error reached the caller as %r" % (call.error and call.error.pgcode))
     release_all_detached()
     close(a, b, obs)
 
@@ -400,6 +416,71 @@ def sc_reaper(run, point, pid, xact=False):
     close(a, obs)
 
 
+def sc_unlock(run, point, pid):
+    """A release: whatever lands between the lock manager's release and the
+    record, the session holds nothing of the name afterwards (neither the
+    lock nor its lease marker), and the view shows nothing of it."""
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    q(a, "SELECT dlock_try('f', lease => '30s')")
+    arm(point, run.action, apid)
+    answer, error = try_q(a, "SELECT dlock_unlock('f')")
+    if not died(a):
+        if answer is False:
+            run.bad("dlock_unlock said false for a lock it held")
+        left = q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (apid,))
+        if left:
+            run.bad("after dlock_unlock (%r / %r) the session still has %s advisory locks"
+                    % (answer, error and error.pgcode, left))
+        if q(obs, "SELECT count(*) FROM dlock_locks WHERE pid = %s", (apid,)):
+            run.bad("after dlock_unlock the view still shows the hold")
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def xact_end_run(run, point, end, savepoint=False):
+    """A transaction with a transaction-scope lock and a detached
+    acquisition ends (or rolls back to a savepoint) while the point fires:
+    the transaction-scope lock is gone, and the detached lock is kept if and
+    only if the transaction committed (a row it wrote says whether it did:
+    a terminate right after COMMIT loses the client's answer, not the
+    commit)."""
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    q(obs, "DELETE FROM fault_commit")
+    q(a, "BEGIN")
+    if savepoint:
+        q(a, "SAVEPOINT s")
+    q(a, "INSERT INTO fault_commit VALUES (1)")
+    q(a, "SELECT dlock_try_xact('f', lease => '30s')")
+    token = q(a, "SELECT dlock_acquire('g', '30s')")
+    arm(point, run.action, apid)
+    try_q(a, end)
+    if savepoint:
+        if not died(a) and holds_session(obs, apid, "f"):
+            run.bad("the lock of a rolled-back savepoint is still held")
+        try_q(a, "COMMIT")
+    if not died(a) and holds_session(obs, apid, "f"):
+        run.bad("the transaction ended, its transaction-scope lock is still held")
+    committed = q(obs, "SELECT count(*) FROM fault_commit") > 0
+    check_answer_detached(run, obs, "g", token if committed else None, None, run.action == "kill")
+    release_all_detached()
+    try_q(a, "ROLLBACK")
+    close(a, obs)
+
+
+def sc_commit(run, point, pid):
+    xact_end_run(run, point, "COMMIT")
+
+
+def sc_rollback(run, point, pid):
+    xact_end_run(run, point, "ROLLBACK")
+
+
+def sc_rollback_to(run, point, pid):
+    xact_end_run(run, point, "ROLLBACK TO SAVEPOINT s", savepoint=True)
+
+
 def sc_xact(run, point, pid_filter):
     sc_session(run, point, pid_filter, xact=True)
 
@@ -447,13 +528,18 @@ SCENARIOS = {
     "waiter.granted": [(sc_detached_wait, "any", ALL)],
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],
     "waiter.holding": [(sc_detached_wait, "any", ("error", "fatal", "terminate", "stall", "kill"))],
+    "lock.release": [(sc_unlock, "caller", ASYNC)],
+    "xact.end": [(sc_commit, "caller", ASYNC), (sc_rollback, "caller", ASYNC)],
+    "subxact.end": [(sc_rollback_to, "caller", ASYNC)],
+    "stats.flush": [(sc_session, "caller", ASYNC)],
     "reaper.recheck": [(sc_reaper, "reaper", ("stall", "error", "fatal", "kill")),
                        (sc_reaper_xact, "reaper", ("stall", "error"))],
 }
 
 # What a point's passing needs to be seen: a kill is checked on fewer points
 # (each is a crash restart of the whole server).
-KILL_POINTS = {"lock.granted", "detached.recorded", "holder.granted", "waiter.published", "reaper.recheck"}
+KILL_POINTS = {"lock.granted", "detached.recorded", "holder.granted", "waiter.published", "reaper.recheck",
+               "stats.flush"}
 
 
 def points_in_sources(src):
@@ -535,7 +621,8 @@ def main():
                 "AS 'dlock', 'dlock_fault_set' LANGUAGE C STRICT",
                 "CREATE OR REPLACE FUNCTION dlock_fault_clear() RETURNS void AS 'dlock', 'dlock_fault_clear' LANGUAGE C",
                 "CREATE OR REPLACE FUNCTION dlock_fault_hits() RETURNS int AS 'dlock', 'dlock_fault_hits' LANGUAGE C",
-                "CREATE OR REPLACE FUNCTION dlock_fault_leaks() RETURNS text AS 'dlock', 'dlock_fault_leaks' LANGUAGE C"):
+                "CREATE OR REPLACE FUNCTION dlock_fault_leaks() RETURNS text AS 'dlock', 'dlock_fault_leaks' LANGUAGE C",
+                "CREATE TABLE IF NOT EXISTS fault_commit (n int)"):
         q(c, sql)
     c.close()
 

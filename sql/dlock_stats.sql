@@ -80,6 +80,14 @@ BEGIN;
 SELECT dlock_try_xact('lx', lease => '0.1 s');
 SELECT pg_sleep(5);
 ROLLBACK;
+-- the reaper counts the expiry right after its signal: wait for it (5 s at most)
+DO $$
+BEGIN
+	FOR i IN 1..50 LOOP
+		EXIT WHEN (SELECT leases_expired FROM dlock_stats WHERE name = 'lx') > 0;
+		PERFORM pg_sleep(0.1);
+	END LOOP;
+END $$;
 SELECT * FROM st('lx');
 
 -- reset: one name (both modes, this database), then everything

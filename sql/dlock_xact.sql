@@ -98,6 +98,22 @@ PREPARE TRANSACTION 'dlock_test';
 SELECT * FROM my_locks;
 SELECT * FROM my_entries;
 
+-- a prepared transaction keeps at most max_locks_per_transaction (64 here)
+-- dlock locks, the lock table's room for it: beyond, PREPARE is refused and
+-- the locks go with the rollback; 64 are prepared, and held by the prepared
+-- transaction (no pid) until it ends
+BEGIN;
+SELECT count(*) FILTER (WHERE dlock_try_xact('prep-' || i)) FROM generate_series(1, 65) i;
+PREPARE TRANSACTION 'dlock_many';
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+BEGIN;
+SELECT count(*) FILTER (WHERE dlock_try_xact('prep-' || i)) FROM generate_series(1, 64) i;
+PREPARE TRANSACTION 'dlock_many';
+SELECT count(*) FILTER (WHERE pid = pg_backend_pid()) AS mine, count(*) FILTER (WHERE pid IS NULL) AS prepared
+  FROM pg_locks WHERE locktype = 'advisory';
+ROLLBACK PREPARED 'dlock_many';
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory';
+
 -- many transaction locks in one transaction (more than dlock first makes room
 -- for): all recorded, all released at the end
 BEGIN;

@@ -54,7 +54,6 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
@@ -95,8 +94,10 @@ typedef struct Acquired
 static Acquired *acquired = NULL;
 
 /*
- * Undos asked of waiters and not yet seen done: this session's next
- * dlock_acquire waits for them (a waiter releases on its own time).
+ * Waited acquisitions this session gave up (rolled back: UNDO; cancelled or
+ * timed out: ABANDONED) whose waiter has not yet been seen to let go: this
+ * session's next dlock_acquire waits for them (a waiter releases on its own
+ * time), so that a new try never meets the old hold.
  */
 #define MAX_PENDING_UNDOS 64
 static struct
@@ -105,6 +106,34 @@ static struct
 	uint64		ticket;
 }			pending_undos[MAX_PENDING_UNDOS];
 static int	n_pending_undos = 0;
+
+static bool
+undo_pending(int i)
+{
+	uint32		st = dlock_waiter_state(dlock_waiter(pending_undos[i].index),
+										pending_undos[i].ticket);
+
+	return st == DLOCK_W_UNDO || st == DLOCK_W_ABANDONED;
+}
+
+/* Note a waiter to be waited for; those already done make room first. */
+static void
+note_pending_undo(int index, uint64 ticket)
+{
+	int			i;
+
+	if (n_pending_undos == MAX_PENDING_UNDOS)
+		for (i = n_pending_undos - 1; i >= 0; i--)
+			if (!undo_pending(i))
+				pending_undos[i] = pending_undos[--n_pending_undos];
+	/* (64 waiters stalled at once: the next try may meet the 65th) */
+	if (n_pending_undos < MAX_PENDING_UNDOS)
+	{
+		pending_undos[n_pending_undos].index = index;
+		pending_undos[n_pending_undos].ticket = ticket;
+		n_pending_undos++;
+	}
+}
 static int	n_acquired = 0;
 static int	max_acquired = 0;
 
@@ -168,12 +197,7 @@ undo_acquired(int i)
 			int			procno = w->worker_procno;
 
 			SetLatch(&GetPGProcByNumber(procno)->procLatch);
-			if (n_pending_undos < MAX_PENDING_UNDOS)
-			{
-				pending_undos[n_pending_undos].index = a->index;
-				pending_undos[n_pending_undos].ticket = a->use;
-				n_pending_undos++;
-			}
+			note_pending_undo(a->index, a->use);
 		}
 	}
 	else
@@ -621,6 +645,8 @@ abandon(int index, uint64 ticket)
 			break;				/* FREE: not ours any more */
 		if (!dlock_waiter_move(w, ticket, st, DLOCK_W_ABANDONED))
 			continue;
+		/* it lets go of whatever it got on its own time: the next try waits */
+		note_pending_undo(index, ticket);
 		if (st == DLOCK_W_WAITING && pid != 0)
 			kill(pid, SIGINT);	/* out of the queue */
 		else if (st == DLOCK_W_GRANTED && pid != 0)
@@ -628,6 +654,40 @@ abandon(int index, uint64 ticket)
 		/* CLAIMED: it finds out before it joins the queue */
 		break;
 	}
+}
+
+/* dlock.max_detached_waiters_per_role as it applies: -1 is half of the slots. */
+static int
+role_waiters_limit(void)
+{
+	if (dlock_max_detached_waiters_per_role >= 0)
+		return dlock_max_detached_waiters_per_role;
+	return Max(dlock_shared->nwaiters / 2, 1);
+}
+
+/*
+ * Block w, just claimed, for role: within the role's bound?  The role is
+ * published before the count (a full barrier between), so of two claims of
+ * one role at the same time at least one sees the other: the bound is never
+ * exceeded (both may back off).
+ */
+static bool
+within_role_waiters(DlockWaiter *w, Oid role)
+{
+	int			n = 0;
+	int			i;
+
+	w->claim_role = role;
+	pg_memory_barrier();
+	for (i = 0; i < dlock_shared->nwaiters; i++)
+	{
+		DlockWaiter *o = dlock_waiter(i);
+
+		if (DLOCK_W_STATE(pg_atomic_read_u64(&o->tstate)) != DLOCK_W_FREE &&
+			o->claim_role == role)
+			n++;
+	}
+	return n <= role_waiters_limit();
 }
 
 /*
@@ -721,6 +781,17 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 	if (index < 0)
 		no_worker_error(name);
 	w = dlock_waiter(index);
+	if (!within_role_waiters(w, tmpl->limit_role))
+	{
+		(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
+						dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
+						role_waiters_limit()),
+				 errdetail("Each waited detached lock takes a background worker slot until it is released; they count against the session's user, whatever role is set."),
+				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\".")));
+	}
 	w->caller_pid = MyProcPid;
 	w->caller_procno = GetNumberFromPGProc(MyProc);
 	w->worker_pid = 0;
@@ -893,10 +964,12 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 }
 
 /*
- * Before an acquisition: the locks this session's rolled-back acquisitions
- * asked waiters to release are released (interruptibly; up to deadline, 0:
- * none), so that a rollback and a new try of the same name do not meet the
- * old hold.  (The lock holder does its undos before any new request.)
+ * Before an acquisition: the locks this session's given-up waited
+ * acquisitions (rolled back, cancelled, timed out) left to their waiters to
+ * release are released (interruptibly; up to deadline, 0: none), so that a
+ * new try of the same name does not meet the old hold.  (The lock holder
+ * does its undos, and frees an abandoned request, before it serves the
+ * session's next request.)
  */
 static void
 wait_pending_undos(TimestampTz deadline)
@@ -905,8 +978,7 @@ wait_pending_undos(TimestampTz deadline)
 	{
 		int			i = n_pending_undos - 1;
 
-		if (dlock_waiter_state(dlock_waiter(pending_undos[i].index),
-							   pending_undos[i].ticket) != DLOCK_W_UNDO)
+		if (!undo_pending(i))
 		{
 			n_pending_undos--;
 			continue;
@@ -977,6 +1049,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	h->dbid = MyDatabaseId;
 	h->key = name.key;
 	h->role = GetUserId();
+	h->limit_role = GetSessionUserId();
 	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
 	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
 	dlock_client_address(MyBEEntry, h->client);
@@ -1031,8 +1104,9 @@ dlock_acquire(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
-							dlock_display_name(&name), h->rolname, (int) r->token),
-					 errdetail("The lock holder keeps room for other roles' detached locks."),
+							dlock_display_name(&name), GetUserNameFromId(h->limit_role, false),
+							(int) r->token),
+					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever role is set."),
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\".")));
 			break;
 		case DLOCK_RES_NO_TOKEN:

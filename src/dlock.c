@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -18,7 +19,6 @@
 #include "utils/guc.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 DLOCK_MODULE_MAGIC;
 
@@ -26,6 +26,7 @@ DlockShared *dlock_shared = NULL;
 int			dlock_max_locks_per_session = 64;
 int			dlock_max_detached_locks = 1000;
 int			dlock_max_detached_locks_per_role = -1;
+int			dlock_max_detached_waiters_per_role = -1;
 int			dlock_max_held_locks = -1;
 int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
 bool		dlock_allow_standby_locks = false;
@@ -145,6 +146,7 @@ dlock_shmem_startup(void)
 		for (i = 0; i < s->nwaiters; i++)
 		{
 			pg_atomic_init_u64(&dlock_waiter(i)->tstate, DLOCK_W_PACK(0, DLOCK_W_FREE));
+			dlock_waiter(i)->claim_role = InvalidOid;
 			pg_atomic_init_u32(&dlock_waiter(i)->hold.changecount, 0);
 		}
 		/* tokens start with the first one asked for after recovery */
@@ -165,6 +167,13 @@ dlock_shmem_startup(void)
  * back (pgbouncer's server_reset_query, for one): the session's holds are
  * forgotten at once, so that neither the view nor the lease reaper takes a
  * lock of the same key taken afresh afterwards for the old hold.
+ *
+ * COMMIT after a lease ran out is refused here already, before any
+ * pre-commit callback runs: another extension's may commit elsewhere (the
+ * remote transactions of postgres_fdw) and run before dlock's, which is
+ * registered earlier when the session used dlock first.  The block is marked
+ * to end at this point ('T': to commit; 'E' would be a rollback), so the
+ * error ends it as a refused commit does.
  */
 static void
 dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -181,6 +190,10 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 								queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
 		dlock_forget_released_session_holds();
+	else if (IsA(stmt, TransactionStmt) &&
+			 ((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT &&
+			 TransactionBlockStatusCode() == 'T')
+		dlock_refuse_commit_after_expiry();
 }
 
 void
@@ -247,6 +260,14 @@ _PG_init(void)
 							"-1 (the default) is half of dlock.max_detached_locks, so that no single role "
 							"can take them all.",
 							&dlock_max_detached_locks_per_role,
+							-1, -1, 1000000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_detached_waiters_per_role",
+							"Waited detached acquisitions (each a background worker) one role has at most.",
+							"-1 (the default) is half of max_worker_processes, so that no single role "
+							"can take every background worker slot.",
+							&dlock_max_detached_waiters_per_role,
 							-1, -1, 1000000,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);

@@ -43,6 +43,7 @@
 #include "storage/spin.h"
 
 #include "compat.h"
+#include "fault.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
 #define DLOCK_VERSION "1.4"
@@ -181,7 +182,9 @@ typedef struct DlockHold
 	bool		counted;		/* its acquisition was counted in dlock_stats,
 								 * so its end and lease expiry are too */
 	Oid			dbid;
-	Oid			role;
+	Oid			role;			/* the current user: who may extend, release */
+	Oid			limit_role;		/* the session's user: whose limits it counts
+								 * against (SET ROLE does not move it) */
 	int64		key;
 	int64		token;
 	TimestampTz since;			/* granted at, or waiting since */
@@ -315,6 +318,8 @@ typedef struct DlockRequest
 typedef struct DlockWaiter
 {
 	pg_atomic_uint64 tstate;	/* DLOCK_W_PACK(ticket, DLOCK_W_*) */
+	Oid			claim_role;		/* the role that claimed it (written right after
+								 * the claim; dlock.max_detached_waiters_per_role) */
 	int			caller_pid;
 	int			caller_procno;
 	int			worker_pid;		/* 0 until it runs */
@@ -409,6 +414,7 @@ extern DlockShared *dlock_shared;
 extern int	dlock_max_locks_per_session;
 extern int	dlock_max_detached_locks;
 extern int	dlock_max_detached_locks_per_role;
+extern int	dlock_max_detached_waiters_per_role;
 extern int	dlock_max_held_locks;
 extern int	dlock_token_reserve;
 extern bool dlock_allow_standby_locks;
@@ -489,7 +495,9 @@ dlock_stat_wait_error(int sqlerrcode)
 extern Size dlock_slot_size(int entries);
 extern DlockSlot *dlock_slot(int i);
 extern uint32 dlock_read_begin(pg_atomic_uint32 *changecount, int *tries);
-extern void dlock_read_slot(DlockSlot *src, DlockSlot *copy);
+extern bool dlock_read_begin_within(pg_atomic_uint32 *changecount, int *tries, int limit,
+									uint32 *before);
+extern bool dlock_read_slot(DlockSlot *src, DlockSlot *copy, int limit);
 extern int	dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid,
 									Oid *dbid);
 
@@ -573,12 +581,19 @@ dlock_read_done(pg_atomic_uint32 *changecount, uint32 before)
 	return pg_atomic_read_u32(changecount) == before;
 }
 
-/* Bracket every change to one of this backend's entries (slot entries only). */
+/*
+ * Bracket every change to one of this backend's entries (slot entries only).
+ * The fault point is a process stopped inside the window (a stall or a
+ * death: an error there would be in a critical section).
+ */
 static inline void
 dlock_change_begin(int ref)
 {
 	if (ref < dlock_my_cap)
+	{
 		dlock_count_begin(&dlock_my_slot->changecount);
+		DLOCK_FAULT("slot.change");
+	}
 }
 
 static inline void

@@ -62,7 +62,6 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 /* ---- shared by both kinds ---- */
 
@@ -386,9 +385,9 @@ holder_release(int i)
 		if (k->nshared <= 0 && k->nexclusive <= 0)
 			hash_search(by_key, k, HASH_REMOVE, NULL);
 	}
-	role = held_role(h->role, HASH_FIND);
+	role = held_role(h->limit_role, HASH_FIND);
 	if (role != NULL && --role->nholds <= 0)
-		hash_search(by_role, &h->role, HASH_REMOVE, NULL);
+		hash_search(by_role, &h->limit_role, HASH_REMOVE, NULL);
 	hash_search(by_token, &h->token, HASH_REMOVE, NULL);
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
@@ -514,7 +513,7 @@ holder_acquire(DlockRequest *r)
 		reply_only(r, DLOCK_RES_FULL);
 		return;
 	}
-	role = held_role(req->role, HASH_FIND);
+	role = held_role(req->limit_role, HASH_FIND);
 	if ((role != NULL ? role->nholds : 0) >= role_limit())
 	{
 		r->token = role_limit();
@@ -577,6 +576,7 @@ holder_acquire(DlockRequest *r)
 	h->counted = req->counted;
 	h->dbid = req->dbid;
 	h->role = req->role;
+	h->limit_role = req->limit_role;
 	h->key = req->key;
 	h->token = token;
 	h->since = GetCurrentTimestamp();
@@ -594,7 +594,7 @@ holder_acquire(DlockRequest *r)
 		k->nshared++;
 	else
 		k->nexclusive++;
-	held_role(h->role, HASH_ENTER)->nholds++;
+	held_role(h->limit_role, HASH_ENTER)->nholds++;
 	next_expiry = Min(next_expiry, h->lease_expires);
 	serving_locked = false;
 

@@ -21,7 +21,6 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_renew);
 
@@ -50,7 +49,10 @@ dlock_note_lease(TimestampTz expires)
 /*
  * A session past the lease of a hold it still has takes nothing more: not
  * another name, not another mode (it is being ended; an acquisition now
- * could only end with it).  Cheap unless a lease has run out.
+ * could only end with it).  Cheap unless a lease has run out.  A hold whose
+ * lease ran out but which the lock manager no longer has (released behind
+ * dlock's back) refuses nothing, and keeps dlock_min_lease set, so that the
+ * end of the transaction forgets it (dlock_forget_released_leased).
  */
 void
 dlock_refuse_after_expiry(void)
@@ -69,7 +71,7 @@ dlock_refuse_after_expiry(void)
 			continue;
 		if (e->lease_expires <= now && dlock_entry_lock_held(e))
 			dlock_lease_expired(pnstrdup(e->name, e->namelen), e->lease_expires);
-		if (e->lease_expires > now && (next == 0 || e->lease_expires < next))
+		if (next == 0 || e->lease_expires < next)
 			next = e->lease_expires;
 	}
 	dlock_min_lease = next;

@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "dlock.h"
-#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_try);
 PG_FUNCTION_INFO_V1(dlock_lock);
@@ -353,8 +352,8 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 
 /*
  * The steps between the lock manager's grant and the record that can still
- * fail: a cancel or terminate that came with the grant, and drawing the new
- * hold's token.  If one does, this call's grant is given back before the
+ * fail: a cancel or terminate that came with the grant, a lease of this
+ * session's that ran out during the wait, and drawing the new hold's token.  If one does, this call's grant is given back before the
  * error reaches the caller.  Returns the token (0 when the hold is not new).
  * (A function of its own, so that nothing in the caller is clobbered.)
  */
@@ -368,6 +367,9 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 	PG_TRY();
 	{
 		DLOCK_FAULT("lock.granted");
+		/* a lease of this session's that ran out while we waited */
+		if (unlikely(dlock_min_lease != 0))
+			dlock_refuse_after_expiry();
 		if (start)
 			token = dlock_next_token();
 		/* a session hold with a lease: its marker (dlock.h) */

@@ -37,7 +37,15 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
+
+/*
+ * A slot whose owner does not finish a change within about 5 ms (a process
+ * stopped inside its change window) is read again 10 ms later: meanwhile
+ * the reaper goes on with the other slots, so one stopped process never
+ * holds up the leases of everyone else.
+ */
+#define SLOT_READ_LIMIT 5000
+#define SLOT_RETRY_US	10000
 
 /* What the reaper last did about one hold, identified by token and start. */
 typedef struct ReaperAction
@@ -129,8 +137,9 @@ fresh_lock_data(void)
  * re-checks of at most a millisecond (each slot is read after it).  What is
  * left is that millisecond, the time from the slot's read to kill(), and a
  * release whose record the holder has not yet written (README.md "Leases").
+ * 1: yes; 0: no; -1: cannot tell yet (the slot's owner is inside a change).
  */
-static bool
+static int
 still_victim(int i, const DlockSlot *copy, const DlockEntry *e, int scope, TimestampTz now)
 {
 	LockData   *ld;
@@ -139,9 +148,10 @@ still_victim(int i, const DlockSlot *copy, const DlockEntry *e, int scope, Times
 	DLOCK_FAULT("reaper.recheck");
 	ld = fresh_lock_data();
 	pg_memory_barrier();
-	dlock_read_slot(dlock_slot(i), recheck);
+	if (!dlock_read_slot(dlock_slot(i), recheck, SLOT_READ_LIMIT))
+		return -1;
 	if (recheck->pid != copy->pid || recheck->generation != copy->generation)
-		return false;
+		return 0;
 	for (j = 0; j < recheck->nused; j++)
 	{
 		const DlockEntry *r = &recheck->entries[j];
@@ -151,8 +161,8 @@ still_victim(int i, const DlockSlot *copy, const DlockEntry *e, int scope, Times
 			break;
 	}
 	if (j == recheck->nused)
-		return false;
-	return victim_scope(ld, copy->pid, copy->dbid, &recheck->entries[j]) == scope;
+		return 0;
+	return victim_scope(ld, copy->pid, copy->dbid, &recheck->entries[j]) == scope ? 1 : 0;
 }
 
 static void
@@ -187,49 +197,55 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 	}
 
 	/* the pid alone is not enough: is it still the same hold, expired and held? */
-	if ((a->stage == 0 || (a->stage == 1 && session) ||
-		 now - a->when >= DLOCK_CANCEL_GRACE_US) &&
-		!still_victim(i, copy, e, scope, now))
+	if (a->stage == 0 || (a->stage == 1 && session) ||
+		now - a->when >= DLOCK_CANCEL_GRACE_US)
 	{
-		a->pid = 0;
-		return now + DLOCK_CANCEL_GRACE_US;
+		int			victim = still_victim(i, copy, e, scope, now);
+
+		if (victim < 0)
+			return now + SLOT_RETRY_US;
+		if (victim == 0)
+		{
+			a->pid = 0;
+			return now + DLOCK_CANCEL_GRACE_US;
+		}
 	}
-	if (a->stage == 0)
-		dlock_stats_count_counted(e->counted, copy->dbid, e->key, e->mode, e->name,
-								  e->namelen, DLOCK_STAT_EXPIRED, 0);
+	/*
+	 * Nothing between the re-check and the signal: the log line (a write
+	 * that can block) and the count (a lock of the statistics) come after.
+	 */
 	if (a->stage == 0 || (a->stage == 1 && session))
 	{
+		bool		first = a->stage == 0;
+
+		signal_backend(copy->pid, session ? SIGTERM : SIGINT);
 		if (session)
-		{
 			ereport(LOG,
 					(errmsg("lease of lock \"%s\" expired, terminating process %d",
 							name, copy->pid),
 					 errdetail("The lease expired at %s; the lock is held at session level.",
 							   expired)));
-			signal_backend(copy->pid, SIGTERM);
-			a->stage = 2;
-		}
 		else
-		{
 			ereport(LOG,
 					(errmsg("lease of lock \"%s\" expired, canceling the transaction of process %d",
 							name, copy->pid),
 					 errdetail("The lease expired at %s; the lock is held at transaction level.",
 							   expired)));
-			signal_backend(copy->pid, SIGINT);
-			a->stage = 1;
-		}
+		if (first)
+			dlock_stats_count_counted(e->counted, copy->dbid, e->key, e->mode, e->name,
+									  e->namelen, DLOCK_STAT_EXPIRED, 0);
+		a->stage = session ? 2 : 1;
 		a->when = now;
 	}
 	else if (now - a->when >= DLOCK_CANCEL_GRACE_US)
 	{
+		signal_backend(copy->pid, SIGTERM);
 		if (a->stage == 1)
 			ereport(LOG,
 					(errmsg("lease of lock \"%s\" expired, terminating process %d",
 							name, copy->pid),
 					 errdetail("The lease expired at %s; the process still held the lock %d ms after its transaction was canceled.",
 							   expired, (int) (DLOCK_CANCEL_GRACE_US / 1000))));
-		signal_backend(copy->pid, SIGTERM);
 		a->stage = 2;
 		a->when = now;
 	}
@@ -297,7 +313,11 @@ dlock_reaper_main(Datum arg)
 				actions[i].pid = 0;
 				continue;
 			}
-			dlock_read_slot(slot, copy);
+			if (!dlock_read_slot(slot, copy, SLOT_READ_LIMIT))
+			{
+				next = Min(next, now + SLOT_RETRY_US);
+				continue;
+			}
 			for (j = 0; j < copy->nused; j++)
 			{
 				const DlockEntry *e = &copy->entries[j];

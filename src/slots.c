@@ -200,20 +200,38 @@ dlock_slot(int i)
 uint32
 dlock_read_begin(pg_atomic_uint32 *changecount, int *tries)
 {
+	uint32		before;
+
+	(void) dlock_read_begin_within(changecount, tries, 0, &before);
+	return before;
+}
+
+/*
+ * The same, giving up (false) once *tries reaches limit (> 0; 0: never)
+ * while a writer keeps the counter odd: every thousandth try sleeps a
+ * millisecond, so 5000 is about 5 ms of a writer that does not finish (a
+ * process stopped inside its change window).
+ */
+bool
+dlock_read_begin_within(pg_atomic_uint32 *changecount, int *tries, int limit,
+						uint32 *before)
+{
 	for (;;)
 	{
-		uint32		before = pg_atomic_read_u32(changecount);
+		*before = pg_atomic_read_u32(changecount);
 
 		if (++*tries % 1000 == 0)
 		{
 			CHECK_FOR_INTERRUPTS();
 			pg_usleep(1000L);
 		}
-		if ((before & 1) == 0)
+		if ((*before & 1) == 0)
 		{
 			pg_read_barrier();
-			return before;
+			return true;
 		}
+		if (limit > 0 && *tries >= limit)
+			return false;
 		pg_spin_delay();
 	}
 }
@@ -243,15 +261,22 @@ dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid 
 	}
 }
 
-void
-dlock_read_slot(DlockSlot *src, DlockSlot *copy)
+/*
+ * Copy slot src into copy; limit as in dlock_read_begin_within (false: the
+ * slot's owner did not finish a change in time, and copy is not to be used).
+ */
+bool
+dlock_read_slot(DlockSlot *src, DlockSlot *copy, int limit)
 {
 	int			tries = 0;
 
 	for (;;)
 	{
-		uint32		before = dlock_read_begin(&src->changecount, &tries);
+		uint32		before;
 		int			n;
+
+		if (!dlock_read_begin_within(&src->changecount, &tries, limit, &before))
+			return false;
 
 		copy->pid = src->pid;
 		copy->generation = src->generation;
@@ -262,7 +287,7 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy)
 		copy->nused = n;
 		memcpy(copy->entries, src->entries, sizeof(DlockEntry) * n);
 		if (dlock_read_done(&src->changecount, before))
-			return;
+			return true;
 	}
 }
 

@@ -52,7 +52,6 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_stats);
 PG_FUNCTION_INFO_V1(dlock_stats_info);

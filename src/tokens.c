@@ -41,7 +41,6 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 PG_FUNCTION_INFO_V1(dlock_token);
 

@@ -21,7 +21,6 @@
 #include "utils/memutils.h"
 
 #include "dlock.h"
-#include "fault.h"
 
 typedef struct XactHold
 {
@@ -93,6 +92,42 @@ drop_xact_hold(int i)
 	xact_holds[i] = xact_holds[--n_xact_holds];
 }
 
+/*
+ * A prepared transaction keeps its locks while the session goes on, so
+ * dlock.max_held_locks (a session's bound) does not bound them.  The lock
+ * table has room for max_locks_per_transaction locks per prepared
+ * transaction (max_prepared_transactions is part of its size): no more
+ * dlock locks than that may pass to one.
+ */
+static void
+refuse_prepare_beyond_room(void)
+{
+	int			n = dlock_nrefs();
+	int			held = 0;
+	int			ref;
+
+	for (ref = 0; ref < n; ref++)
+	{
+		DlockEntry *e;
+
+		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
+		{
+			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
+			continue;
+		}
+		e = dlock_entry_at(ref);
+		if (e->inuse && e->nxact > 0)
+			held++;
+	}
+	if (held > max_locks_per_xact)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot PREPARE a transaction that holds %d dlock locks", held),
+				 errdetail("A prepared transaction keeps its locks after the session goes on; the lock table has room for max_locks_per_transaction (%d) locks per prepared transaction.",
+						   max_locks_per_xact),
+				 errhint("Take fewer named locks in a transaction that is to be prepared, or raise \"max_locks_per_transaction\".")));
+}
+
 static void
 xact_callback(XactEvent event, void *arg)
 {
@@ -111,6 +146,7 @@ xact_callback(XactEvent event, void *arg)
 			 * another holder took over, by anyone.
 			 */
 			dlock_refuse_prepare_with_lease();
+			refuse_prepare_beyond_room();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:

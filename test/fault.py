@@ -33,9 +33,9 @@ def logfile():
     return "/tmp/dlock-%d/log" % ARGS.port
 
 
-def connect(dbname="postgres", app="dlock-fault"):
+def connect(dbname="postgres", app="dlock-fault", user="postgres"):
     conn = psycopg2.connect(host="/tmp/dlock-%d" % ARGS.port, port=ARGS.port,
-                            user="postgres", dbname=dbname, application_name=app)
+                            user=user, dbname=dbname, application_name=app)
     conn.autocommit = True
     return conn
 
@@ -814,6 +814,33 @@ def t_undo_before_next():
     expect(misses == 0, "%d of 150 acquisitions found the rolled-back one still held" % misses)
 
 
+@check("a waited dlock_acquire cancelled while its waiter is stopped (and granted meanwhile): the session's next try waits for the waiter to let go, and gets the lock")
+def t_abandoned_before_next():
+    obs, a, b = connect(), connect(), connect()
+    tb = q(b, "SELECT dlock_acquire('gave-up', '30s')")
+    w = Waiter("SELECT dlock_acquire('gave-up', '30s', timeout => '20s')", conn=a)
+    w.start()
+    expect(detached_waiter_queued(obs, "gave-up"), "the acquisition never waited")
+    wpid = q(obs, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock waiter'")
+    with stopped(wpid):
+        q(obs, "SELECT pg_cancel_backend(%s)", (w.pid,))
+        w.join(10)
+        expect(isinstance(w.error, psycopg2.errors.QueryCanceled), "the cancelled call got %r / %r" % (w.result, w.error))
+        # granted to the stopped waiter, for a caller that gave up
+        q(b, "SELECT dlock_release('gave-up', %s)", (tb,))
+        retry = Waiter("SELECT dlock_acquire('gave-up', '30s')", conn=a)     # try once
+        retry.start()
+        time.sleep(0.5)
+        expect(retry.is_alive(), "the next try did not wait for the waiter that gave up: %r" % (retry.result,))
+    retry.join(10)
+    expect(retry.result is not None, "the next try met the given-up hold: %r / %r" % (retry.result, retry.error))
+    if retry.result is not None:
+        q(a, "SELECT dlock_release('gave-up', %s)", (retry.result,))
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'gave-up'") == 0, 5),
+           "something of the name is left")
+    close_all(a, b, obs)
+
+
 @check("postmaster slow to start waiters: cancelled waited acquisitions leak no waiter block")
 def t_waiter_start_cancel():
     obs, a = connect(), connect()
@@ -856,6 +883,102 @@ def t_grant_deadline_cancel():
     expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (w.pid,)) == 0,
            "the cancelled waiter still holds the lock")
     close_all(a, obs, w.conn)
+
+
+@check("reaper stopped: a COMMIT after the lease ran out commits nothing, not even through postgres_fdw")
+def t_lease_fdw_commit():
+    """postgres_fdw commits its remote transaction in a pre-commit callback
+    of its own, registered (and so run) after dlock's when the session used
+    dlock first: the COMMIT must be refused before it runs."""
+    obs = connect()
+    for sql in ("CREATE EXTENSION IF NOT EXISTS postgres_fdw",
+                "DROP SERVER IF EXISTS dlock_loop CASCADE",
+                "CREATE SERVER dlock_loop FOREIGN DATA WRAPPER postgres_fdw "
+                "OPTIONS (host '/tmp/dlock-%d', port '%d', dbname 'postgres')" % (ARGS.port, ARGS.port),
+                "CREATE USER MAPPING FOR postgres SERVER dlock_loop OPTIONS (user 'postgres')",
+                "DROP TABLE IF EXISTS fdw_remote, fdw_local",
+                "CREATE TABLE fdw_remote (n int)", "CREATE TABLE fdw_local (n int)",
+                "CREATE FOREIGN TABLE fdw_far (n int) SERVER dlock_loop OPTIONS (table_name 'fdw_remote')"):
+        q(obs, sql)
+    a = connect()
+    apid = pid_of(a)
+    with stopped(reaper_pid()):
+        q(a, "SELECT dlock_try('fdw-job', lease => '300ms')")
+        a.autocommit = False
+        q(a, "INSERT INTO fdw_far VALUES (1)")      # postgres_fdw registers its callbacks now
+        q(a, "INSERT INTO fdw_local VALUES (1)")
+        time.sleep(0.6)
+        try:
+            a.commit()
+            raise AssertionError("committed after the lease ran out")
+        except psycopg2.errors.LockNotAvailable:
+            pass
+        expect(q(obs, "SELECT count(*) FROM fdw_local") == 0, "the local write is visible")
+        expect(q(obs, "SELECT count(*) FROM fdw_remote") == 0,
+               "the write through postgres_fdw was committed after the lease ran out")
+        # the refused COMMIT ended the transaction, as any refused commit does
+        expect(q(a, "SELECT 1") == 1, "the session is not out of its transaction")
+        a.rollback()
+    # the reaper, once it runs again, ends the session over its lease
+    expect(wait_until(lambda: not alive(obs, apid), 10), "the session past its lease was not ended")
+    for sql in ("DROP SERVER dlock_loop CASCADE", "DROP TABLE fdw_remote, fdw_local",
+                "DROP EXTENSION postgres_fdw"):
+        q(obs, sql)
+    close_all(a, obs)
+
+
+@check("a leased hold released behind dlock's back, then past its lease: only that transaction's commit is refused, the session goes on and is not ended for a raw lock of the key")
+def t_released_then_past_lease():
+    obs = connect()
+    for release in ("pg_advisory_unlock_all()", "pg_advisory_unlock(dlock_key('rel-x'))"):
+        a = connect()
+        apid = pid_of(a)
+        q(a, "SELECT dlock_try('rel-x', lease => '500ms')")
+        a.autocommit = False
+        q(a, "SELECT " + release)
+        time.sleep(0.7)
+        expect(q(a, "SELECT dlock_try('rel-y')") is True, "%s: another name was refused" % release)
+        try:
+            a.commit()
+            raise AssertionError("%s: committed a transaction that released the hold past its lease" % release)
+        except psycopg2.errors.LockNotAvailable:
+            a.rollback()
+        a.autocommit = True
+        # 1.4 and the first hardening: every later commit refused, for good
+        expect(q(a, "SELECT 1") == 1, "%s: a plain statement after it is refused" % release)
+        expect(q(a, "SELECT dlock_try('rel-z')") is True, "%s: a new name after it is refused" % release)
+        expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid IN (4, 5) "
+                      "AND pid = %s", (apid,)) == 0, "%s: a lease marker is left" % release)
+        # the same key taken afresh, raw; the reaper makes a pass (another lease runs out)
+        q(a, "SELECT pg_advisory_lock(dlock_key('rel-x'))")
+        b = connect()
+        bpid = pid_of(b)
+        q(b, "SELECT dlock_try('rel-wake', lease => '300ms')")
+        expect(wait_until(lambda: not alive(obs, bpid), 5), "the reaper did not end the other lease")
+        time.sleep(0.5)
+        expect(alive(obs, apid), "%s: the session was ended over the old lease, for a raw lock of the key" % release)
+        close_all(a, b)
+    obs.close()
+
+
+@check("reaper stopped: a wait that began before the session's lease ran out and is granted after it fails, and keeps nothing")
+def t_wait_past_lease():
+    obs, a, b = connect(), connect(), connect()
+    apid = pid_of(a)
+    q(b, "SELECT dlock_try('wl-b')")
+    with stopped(reaper_pid()):
+        q(a, "SELECT dlock_try('wl-a', lease => '300ms')")
+        w = Waiter("SELECT dlock_lock('wl-b', '5s')", conn=a)
+        w.start()
+        time.sleep(0.8)
+        q(b, "SELECT dlock_unlock('wl-b')")
+        w.join(10)
+        expect(isinstance(w.error, psycopg2.errors.LockNotAvailable), "the wait got %r / %r" % (w.result, w.error))
+        expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+                      "AND pid = %s AND objid = (dlock_key('wl-b') & x'ffffffff'::bigint)::oid", (apid,)) == 0,
+               "the lock granted past the lease is kept")
+    expect(wait_until(lambda: not alive(obs, apid), 10), "the session past its lease was not ended")
+    close_all(a, b, obs)
 
 
 @check("reaper stopped: past its lease a session takes no other name or mode, and cannot commit after pg_advisory_unlock_all")
@@ -921,25 +1044,84 @@ def t_held_limit():
 
 @check("one role cannot take every detached lock: dlock.max_detached_locks_per_role, 53400 with a hint")
 def t_role_limit():
-    c = connect()
-    limit = int(q(c, "SHOW dlock.max_detached_locks")) // 2
-    q(c, "DROP ROLE IF EXISTS dlock_greedy")
-    q(c, "CREATE ROLE dlock_greedy")
-    q(c, "SET ROLE dlock_greedy")
-    q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(1, %s) g", (limit,))
+    admin = connect()
+    limit = int(q(admin, "SHOW dlock.max_detached_locks")) // 2
+    q(admin, "DROP ROLE IF EXISTS dlock_greedy")
+    q(admin, "DROP ROLE IF EXISTS dlock_greedy_a")
+    q(admin, "DROP ROLE IF EXISTS dlock_greedy_b")
+    q(admin, "CREATE ROLE dlock_greedy LOGIN")
+    q(admin, "CREATE ROLE dlock_greedy_a")
+    q(admin, "CREATE ROLE dlock_greedy_b")
+    q(admin, "GRANT dlock_greedy_a, dlock_greedy_b TO dlock_greedy")
+    c = connect(user="dlock_greedy")
+    # half under one role it may set, then the other: one session's user all the same
+    q(c, "SET ROLE dlock_greedy_a")
+    q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(1, %s) g", (limit // 2,))
+    q(c, "SET ROLE dlock_greedy_b")
+    q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(%s, %s) g", (limit // 2 + 1, limit))
     try:
         q(c, "SELECT dlock_acquire('greedy-more', '1 min')")
-        raise AssertionError("the role took more than half")
+        raise AssertionError("the role took more than half (SET ROLE in between)")
     except psycopg2.errors.ConfigurationLimitExceeded as e:
         expect("dlock.max_detached_locks_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
+        expect("dlock_greedy" in e.diag.message_primary, "message: %r" % e.diag.message_primary)
     q(c, "RESET ROLE")
+    c.close()
+    c = admin
     other = connect()
     tok = q(other, "SELECT dlock_acquire('other-role', '1 min')")
     expect(tok is not None, "another role cannot acquire")
     q(other, "SELECT dlock_release('other-role', %s)", (tok,))
     q(c, "SELECT dlock_release(name, token) FROM dlock_locks WHERE name LIKE 'greedy-%%' AND scope = 'detached'")
     q(c, "DROP ROLE dlock_greedy")
+    q(c, "DROP ROLE dlock_greedy_a")
+    q(c, "DROP ROLE dlock_greedy_b")
     close_all(c, other)
+
+
+@check("one role cannot take every background worker slot with waited detached locks: dlock.max_detached_waiters_per_role, 53400 with a hint")
+def t_role_waiters():
+    c, obs = connect(), connect()
+    q(c, "ALTER SYSTEM SET dlock.max_detached_waiters_per_role = 2")
+    q(c, "SELECT pg_reload_conf()")
+    wait_until(lambda: q(connect(), "SHOW dlock.max_detached_waiters_per_role") == "2", 5)
+    q(c, "DROP ROLE IF EXISTS dlock_waitful")
+    q(c, "CREATE ROLE dlock_waitful LOGIN")
+    q(c, "GRANT SELECT ON dlock_locks TO dlock_waitful")
+    busy = [q(c, "SELECT dlock_acquire('waitful-%d', '1 min')" % i) for i in range(4)]
+    waits = [Waiter("SELECT dlock_acquire('waitful-%d', '1 min', timeout => '30s')" % i,
+                    conn=connect(user="dlock_waitful")) for i in range(2)]
+    for w in waits:
+        w.start()
+    for i in range(2):
+        expect(detached_waiter_queued(obs, "waitful-%d" % i), "waited acquisition %d never waited" % i)
+    third = connect(user="dlock_waitful")
+    try:
+        q(third, "SELECT dlock_acquire('waitful-2', '1 min', timeout => '30s')")
+        raise AssertionError("a third waited acquisition of the role was started")
+    except psycopg2.errors.ConfigurationLimitExceeded as e:
+        expect("dlock.max_detached_waiters_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
+    expect(q(obs, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'dlock waiter'") == 2,
+           "the refused acquisition left a waiter behind")
+    # another role still waits
+    other = Waiter("SELECT dlock_acquire('waitful-3', '1 min', timeout => '30s')")
+    other.start()
+    expect(detached_waiter_queued(obs, "waitful-3"), "another role's waited acquisition was refused")
+    for i, t in enumerate(busy):
+        q(c, "SELECT dlock_release('waitful-%d', %s)" % (i, t))
+    for w in waits + [other]:
+        w.join(10)
+        expect(w.result is not None, "a waited acquisition got %r / %r" % (w.result, w.error))
+    q(c, "SELECT dlock_release(name, token) FROM dlock_locks WHERE name LIKE 'waitful-%%' AND scope = 'detached' AND granted")
+    q(c, "ALTER SYSTEM RESET dlock.max_detached_waiters_per_role")
+    q(c, "SELECT pg_reload_conf()")
+    for w in waits + [other]:
+        w.conn.close()
+    q(c, "REVOKE SELECT ON dlock_locks FROM dlock_waitful")
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name LIKE 'waitful-%%'") == 0, 5),
+           "something is left")
+    q(c, "DROP ROLE dlock_waitful")
+    close_all(c, obs, third)
 
 
 def main():
@@ -955,10 +1137,11 @@ def main():
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,
-              t_lease_discard_relock, t_lease_temp_tables, t_holder_stalled_cancel, t_holder_stalled_timeout,
+              t_lease_discard_relock, t_lease_temp_tables, t_lease_fdw_commit,
+              t_released_then_past_lease, t_wait_past_lease, t_holder_stalled_cancel, t_holder_stalled_timeout,
               t_holder_stalled_undo,
-              t_waiter_start_cancel, t_undo_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
-              t_held_limit, t_role_limit]
+              t_waiter_start_cancel, t_undo_before_next, t_abandoned_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
+              t_held_limit, t_role_limit, t_role_waiters]
     for fn in checks:
         fn()
     print("# all fault tests ran")

@@ -111,6 +111,7 @@ class Run:
         self.point, self.action = point, action
         self.problems = []
         self.lease_victim = None      # a pid the reaper may end
+        self.lease_victims = set()    # more of them
 
     def bad(self, what):
         self.problems.append(what)
@@ -481,6 +482,32 @@ def sc_rollback_to(run, point, pid):
     xact_end_run(run, point, "ROLLBACK TO SAVEPOINT s", savepoint=True)
 
 
+def sc_slot_change(run, point, pid):
+    """A process stopped inside its slot's change window: the reaper, which
+    reads every slot under its change counter, still ends another session
+    whose lease ran out, in time, whichever of the two slots it reads first
+    (1.4 and the first hardening waited for the stopped process)."""
+    if run.action != "stall":
+        sc_session(run, point, "caller")
+        return
+    for order in (0, 1):
+        obs, s1, s2 = server_conn(), connect(), connect()
+        a, b = (s1, s2) if order == 0 else (s2, s1)
+        apid, bpid = pid_of(a), pid_of(b)
+        q(a, "SELECT dlock_try('warm'), dlock_unlock('warm')")   # its slot in use
+        q(b, "SELECT dlock_try('g', lease => '300ms')")
+        run.lease_victims.add(bpid)
+        arm(point, run.action, apid)
+        call = Call(a, "SELECT dlock_try('f')")
+        call.start()
+        if not wait_until(lambda: not fault.alive(obs, bpid), 1.0):
+            run.bad("an expired lease waited for a process stopped in its change window (order %d)" % order)
+        call.join(10)
+        check_answer_session(run, obs, apid, "f", call.answer, call.error, died(a))
+        try_q(a, "SELECT dlock_unlock_all()")
+        close(a, b, obs)
+
+
 def sc_xact(run, point, pid_filter):
     sc_session(run, point, pid_filter, xact=True)
 
@@ -529,6 +556,7 @@ SCENARIOS = {
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],
     "waiter.holding": [(sc_detached_wait, "any", ("error", "fatal", "terminate", "stall", "kill"))],
     "lock.release": [(sc_unlock, "caller", ASYNC)],
+    "slot.change": [(sc_slot_change, "caller", ("stall", "kill"))],
     "xact.end": [(sc_commit, "caller", ASYNC), (sc_rollback, "caller", ASYNC)],
     "subxact.end": [(sc_rollback_to, "caller", ASYNC)],
     "stats.flush": [(sc_session, "caller", ASYNC)],
@@ -539,13 +567,13 @@ SCENARIOS = {
 # What a point's passing needs to be seen: a kill is checked on fewer points
 # (each is a crash restart of the whole server).
 KILL_POINTS = {"lock.granted", "detached.recorded", "holder.granted", "waiter.published", "reaper.recheck",
-               "stats.flush"}
+               "stats.flush", "slot.change"}
 
 
 def points_in_sources(src):
     found = set()
     for f in sorted(os.listdir(src)):
-        if f.endswith(".c") and f != "fault.c":
+        if f.endswith((".c", ".h")) and f not in ("fault.c", "fault.h"):
             with open(os.path.join(src, f)) as fh:
                 found.update(re.findall(r'DLOCK_FAULT\("([a-z_.]+)"\)', fh.read()))
     return found
@@ -591,7 +619,7 @@ def one_run(point, scenario, proc, action):
     if "did not hold the lock" in log or "you don't own a lock" in log:
         run.bad("a process released a lock it did not hold")
     ended = set(int(p) for p in re.findall(r"lease of lock \"[^\"]*\" expired, (?:terminating|canceling the transaction of) process (\d+)", log))
-    if ended - ({run.lease_victim} if run.lease_victim else set()):
+    if ended - ({run.lease_victim} if run.lease_victim else set()) - run.lease_victims:
         run.bad("the reaper ended %s" % sorted(ended))
     if action != "kill" and died(bystander):
         run.bad("a bystander session was ended (pid %s)" % bpid)

@@ -149,15 +149,19 @@ def t_sess_discard():
            "the lock outlived its client")
     b = via_bouncer("sess")
     expect(pid_of(b) == spid, "not the same server connection")
+    # the next client takes the same key with a plain advisory lock, with no
+    # dlock call in between; the old lease would have run out by then: the
+    # reaper must leave the server connection alone (the lease marker went
+    # with DISCARD ALL)
+    q(b, "SELECT pg_advisory_lock(dlock_key('per-client'))")
+    time.sleep(3.5)
+    expect(pid_of(b) == spid, "the server connection was ended over a lease on a released lock")
+    q(b, "SELECT pg_advisory_unlock(dlock_key('per-client'))")
     try:
         q(b, "SELECT dlock_token('per-client')")
         raise AssertionError("the next client has a token for a lock it does not hold")
     except psycopg2.errors.ObjectNotInPrerequisiteState:
         pass
-    # the lease would have run out by now: the reaper must leave the server
-    # connection alone, the lock it was on is gone
-    time.sleep(3.5)
-    expect(pid_of(b) == spid, "the server connection was ended over a lease on a released lock")
     expect(q(b, "SELECT dlock_try('per-client')") is True, "take again")
     expect(q(b, "SELECT dlock_token('per-client')") > tok, "token not above the previous holder's")
     q(b, "SELECT dlock_unlock('per-client')")

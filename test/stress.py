@@ -299,6 +299,11 @@ def holder_pid(c):
     return q(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'")
 
 
+# a wait refused for want of a background worker: none free (53000), or the
+# role has its share (dlock.max_detached_waiters_per_role, 53400)
+NO_WAITER = (psycopg2.errors.InsufficientResources, psycopg2.errors.ConfigurationLimitExceeded)
+
+
 class SoakWorker(threading.Thread):
     """Bulk cycles on its own names in server-side loops, mixed with waits,
     rollbacks, expiries and extensions on a shared name."""
@@ -340,10 +345,11 @@ class SoakWorker(threading.Thread):
                     try:
                         t = q(c, "SELECT dlock_acquire(%s, '30s', timeout => %s, shared => %s)",
                               (name, "%d ms" % rng.choice([0, 20, 100]), rng.random() < 0.3))
-                    except psycopg2.errors.InsufficientResources:
+                    except NO_WAITER:
                         # every background worker slot busy with waits and waited
-                        # locks (documented); a leak shows in the final check
-                        self.bump("no worker slot free (53000)")
+                        # locks, or this role's share of them (documented); a
+                        # leak shows in the final check
+                        self.bump("no waiter for this role or server (53400, 53000)")
                         continue
                     if t is None:
                         self.bump("not acquired (busy or timed out)")
@@ -362,14 +368,14 @@ class SoakWorker(threading.Thread):
                         try:
                             cur.execute("SELECT dlock_acquire(%s, '30s', timeout => '50 ms')", (name,))
                             self.bump("rolled back")
-                        except psycopg2.errors.InsufficientResources:
-                            self.bump("no worker slot free (53000)")
+                        except NO_WAITER:
+                            self.bump("no waiter for this role or server (53400, 53000)")
                         cur.execute("ROLLBACK")
                 elif op < 0.7:
                     try:
                         t = q(c, "SELECT dlock_acquire(%s, '120 ms', timeout => '50 ms')", (name,))
-                    except psycopg2.errors.InsufficientResources:
-                        self.bump("no worker slot free (53000)")
+                    except NO_WAITER:
+                        self.bump("no waiter for this role or server (53400, 53000)")
                         continue
                     if t is not None:
                         self.tokens.append(t)
@@ -432,20 +438,20 @@ def detached_soak(cycles, seed):
                "lock-table entries of dlock processes left")
         expect(holder_pid(c) == holder, "the lock holder was restarted")
         # every slot of the lock holder is free again: all of them at once
-        # (by two roles: one role may hold half, dlock.max_detached_locks_per_role)
+        # (by two roles, each logged in as itself: one role may hold half,
+        # dlock.max_detached_locks_per_role, counted by the session's user)
         most = q(c, "SELECT current_setting('dlock.max_detached_locks')::int")
         half = most // 2
         q(c, "DROP ROLE IF EXISTS dlock_soak_other")
-        q(c, "CREATE ROLE dlock_soak_other")
+        q(c, "CREATE ROLE dlock_soak_other LOGIN")
+        other = connect(user="dlock_soak_other")
         got = q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(1, %s) g", (half,))
-        q(c, "SET ROLE dlock_soak_other")
-        got += q(c, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(%s, %s) g",
+        got += q(other, "SELECT count(dlock_acquire('soak-full-' || g, '30s')) FROM generate_series(%s, %s) g",
                  (half + 1, most))
-        q(c, "RESET ROLE")
+        other.close()
         expect(got == most, "the lock holder took %r of %d locks at once" % (got, most))
         expect(q(c, "SELECT count(*) FILTER (WHERE dlock_release(name, token)) FROM dlock_locks "
                     "WHERE name LIKE 'soak-full-%%'") == most, "releasing them")
-        q(c, "DROP ROLE dlock_soak_other")
         # every waiter block is free again: as many waited acquisitions at once
         # as there are worker slots (less the reaper, the lock holder and the
         # logical replication launcher)
@@ -453,8 +459,10 @@ def detached_soak(cycles, seed):
         for rnd in range(3):
             a = connect()
             q(a, "SELECT dlock_try('soak-slots')")
-            waiters = [fault.Waiter("SELECT dlock_acquire('soak-slots', '30s', timeout => '20s', shared => true)")
-                       for _ in range(nwait)]
+            # alternately by the two roles (each may have half of the slots)
+            waiters = [fault.Waiter("SELECT dlock_acquire('soak-slots', '30s', timeout => '20s', shared => true)",
+                                    conn=connect(user="dlock_soak_other") if i % 2 else None)
+                       for i in range(nwait)]
             for w in waiters:
                 w.start()
             expect(fault.wait_until(lambda: q(c, "SELECT count(*) FROM dlock_names() "
@@ -467,6 +475,7 @@ def detached_soak(cycles, seed):
                 q(c, "SELECT dlock_release('soak-slots', %s)", (w.result,))
                 w.conn.close()
             a.close()
+        q(c, "DROP ROLE dlock_soak_other")
         log = fault.log_since(log_off)
         for bad in ("terminated by signal", "PANIC", "TRAP", "server process (PID", "exited with exit code"):
             expect(bad not in log, "the log says %r" % bad)

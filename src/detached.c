@@ -660,9 +660,7 @@ abandon(int index, uint64 ticket)
 static int
 role_waiters_limit(void)
 {
-	if (dlock_max_detached_waiters_per_role >= 0)
-		return dlock_max_detached_waiters_per_role;
-	return Max(dlock_shared->nwaiters / 2, 1);
+	return dlock_limit_or_half(dlock_max_detached_waiters_per_role, dlock_shared->nwaiters);
 }
 
 /*

@@ -400,6 +400,13 @@ typedef struct DlockShared
 #define dlock_hold_fate(i) \
 	(&((pg_atomic_uint64 *) ((char *) dlock_shared + dlock_shared->fates_off))[i])
 
+/* A limit setting as it applies: -1 (its default) is half of total, at least 1. */
+static inline int
+dlock_limit_or_half(int setting, int total)
+{
+	return setting >= 0 ? setting : Max(total / 2, 1);
+}
+
 /* A checked lock-name argument (name.c). */
 typedef struct DlockName
 {
@@ -521,6 +528,7 @@ extern bool dlock_marker_held(int64 key, uint8 mode);
 extern void dlock_marker_take(int64 key, uint8 mode);
 extern void dlock_marker_drop(int64 key, uint8 mode);
 extern void dlock_forget_stale_session_hold(int ref);
+extern void dlock_end_session_part(int ref);
 extern void dlock_forget_released_session_holds(void);
 extern void dlock_drop_stale_session_part(int ref);
 extern TimestampTz dlock_min_lease;

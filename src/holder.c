@@ -354,9 +354,7 @@ held_role(Oid role, HASHACTION action)
 static int
 role_limit(void)
 {
-	if (dlock_max_detached_locks_per_role >= 0)
-		return dlock_max_detached_locks_per_role;
-	return Max(dlock_shared->max_holds / 2, 1);
+	return dlock_limit_or_half(dlock_max_detached_locks_per_role, dlock_shared->max_holds);
 }
 
 /* Release hold i: the lock, its record, its index entries. */

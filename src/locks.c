@@ -594,12 +594,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		}
 		if (released)
 			count++;
-		if (e->lease_expires != 0)
-			dlock_marker_drop(e->key, e->mode);
-		dlock_change_begin(ref);
-		e->nsession = 0;
-		dlock_entry_free_if_unused(ref);
-		dlock_change_end(ref);
+		dlock_end_session_part(ref);
 		if (released && !e->inuse)
 			dlock_stats_hold_ended(e);
 	}

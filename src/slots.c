@@ -666,6 +666,18 @@ dlock_forget_stale_session_hold(int ref)
 
 	if (!e->inuse || e->nsession == 0)
 		return;
+	dlock_end_session_part(ref);
+}
+
+/*
+ * The session part of entry ref is over (released, or gone behind dlock's
+ * back): its lease marker goes, and the entry if nothing else holds it.
+ */
+void
+dlock_end_session_part(int ref)
+{
+	DlockEntry *e = dlock_entry_at(ref);
+
 	if (e->lease_expires != 0)
 		dlock_marker_drop(e->key, e->mode);
 	dlock_change_begin(ref);
@@ -688,10 +700,7 @@ dlock_drop_stale_session_part(int ref)
 	if (e->lease_expires == 0 || !e->inuse || e->nsession == 0 ||
 		dlock_marker_held(e->key, e->mode))
 		return;
-	dlock_change_begin(ref);
-	e->nsession = 0;
-	dlock_entry_free_if_unused(ref);
-	dlock_change_end(ref);
+	dlock_end_session_part(ref);
 }
 
 /*

@@ -735,7 +735,7 @@ no_worker_error(const DlockName *name)
 					dlock_display_name(name)),
 			 errdetail("A detached lock that has to wait is waited for and then held by a background worker of its own; all %d (max_worker_processes) are in use.",
 					   max_worker_processes),
-			 errhint("Raise max_worker_processes, or call dlock_acquire without a timeout and try again later.")));
+			 errhint("Raise max_worker_processes (a restart), or retry later with timeout => '0'.")));
 }
 
 static void
@@ -788,7 +788,7 @@ acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadli
 						dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
 						role_waiters_limit()),
 				 errdetail("Each waited detached lock takes a background worker slot until it is released; they count against the session's user, whatever role is set."),
-				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\".")));
+				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
 	}
 	w->caller_pid = MyProcPid;
 	w->caller_procno = GetNumberFromPGProc(MyProc);
@@ -1105,7 +1105,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 							dlock_display_name(&name), GetUserNameFromId(h->limit_role, false),
 							(int) r->token),
 					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever role is set."),
-					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\".")));
+					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
 			break;
 		case DLOCK_RES_NO_TOKEN:
 			no_token_error(&name, r->token);

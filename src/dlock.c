@@ -193,7 +193,7 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 	else if (IsA(stmt, TransactionStmt) &&
 			 ((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT &&
 			 TransactionBlockStatusCode() == 'T')
-		dlock_refuse_commit_after_expiry();
+		dlock_refuse_commit_after_expiry(false);
 }
 
 void

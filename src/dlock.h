@@ -634,7 +634,7 @@ extern bool dlock_lease_ran_out(const DlockEntry *e);
 extern void dlock_lease_expired(const char *name, TimestampTz expired);
 extern void dlock_wake_reaper(TimestampTz expires);
 extern void dlock_note_release(const DlockEntry *e);
-extern void dlock_refuse_commit_after_expiry(void);
+extern void dlock_refuse_commit_after_expiry(bool prepare);
 extern void dlock_forget_released_expired(void);
 
 /* tokens.c */

@@ -161,15 +161,37 @@ dlock_lease_expired(const char *name, TimestampTz expired)
 					   timestamptz_to_str(expired))));
 }
 
+/* How a hold whose lease ran out stands at a commit (refuse_commit). */
+#define EXPIRED_RELEASED	0	/* released in this transaction (after its
+								 * lease ran out, or behind dlock's back, when
+								 * nobody knows) */
+#define EXPIRED_XACT		1	/* held by this transaction only */
+#define EXPIRED_SESSION		2	/* held at session level */
+
 static void
-refuse_commit(const char *utf8name, int len, TimestampTz expired)
+refuse_commit(const char *utf8name, int len, TimestampTz expired, bool prepare,
+			  int how)
 {
+	char	   *name = pg_any_to_server(pnstrdup(utf8name, len), len, PG_UTF8);
+	const char *at = timestamptz_to_str(expired);
+
+	if (how != EXPIRED_RELEASED)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 prepare ?
+				 errmsg("cannot prepare a transaction after the lease of lock \"%s\" expired", name) :
+				 errmsg("cannot commit after the lease of lock \"%s\" expired", name),
+				 errdetail("The lease expired at %s; the lock is being taken away from this session.", at),
+				 how == EXPIRED_SESSION ?
+				 errhint("Roll back. The session is ended unless it releases the lock first (dlock_unlock); the transaction that releases it cannot commit either.") :
+				 errhint("Roll back: that releases the lock.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-			 errmsg("cannot commit after the lease of lock \"%s\" expired",
-					pg_any_to_server(pnstrdup(utf8name, len), len, PG_UTF8)),
-			 errdetail("The lease expired at %s; the lock is being taken away from this session.",
-					   timestamptz_to_str(expired))));
+			 prepare ?
+			 errmsg("cannot prepare a transaction after the lease of lock \"%s\" expired", name) :
+			 errmsg("cannot commit after the lease of lock \"%s\" expired", name),
+			 errdetail("The lease expired at %s; the lock was released in this transaction.", at),
+			 errhint("Roll back. The next transaction of this session can commit.")));
 }
 
 void
@@ -209,7 +231,7 @@ dlock_forget_released_expired(void)
  * commit anything meanwhile, however late the reaper is.
  */
 void
-dlock_refuse_commit_after_expiry(void)
+dlock_refuse_commit_after_expiry(bool prepare)
 {
 	int			i;
 
@@ -222,7 +244,7 @@ dlock_refuse_commit_after_expiry(void)
 		return;
 	if (released_expired_at != 0)
 		refuse_commit(released_expired_name, strlen(released_expired_name),
-					  released_expired_at);
+					  released_expired_at, prepare, EXPIRED_RELEASED);
 	if (dlock_my_slot == NULL)
 		return;
 	/*
@@ -236,7 +258,9 @@ dlock_refuse_commit_after_expiry(void)
 
 		if (e->inuse && e->lease_expires != 0 && e->nsession + e->nxact > 0 &&
 			e->lease_expires <= GetCurrentTimestamp())
-			refuse_commit(e->name, e->namelen, e->lease_expires);
+			refuse_commit(e->name, e->namelen, e->lease_expires, prepare,
+						  !dlock_entry_lock_held(e) ? EXPIRED_RELEASED :
+						  e->nsession > 0 ? EXPIRED_SESSION : EXPIRED_XACT);
 	}
 }
 

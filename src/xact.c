@@ -135,10 +135,10 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			dlock_refuse_commit_after_expiry();
+			dlock_refuse_commit_after_expiry(false);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dlock_refuse_commit_after_expiry();
+			dlock_refuse_commit_after_expiry(true);
 			dlock_detached_refuse_prepare();
 			/*
 			 * Any hold with a lease, session scope too: the prepared

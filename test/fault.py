@@ -303,13 +303,21 @@ def t_deadline_and_statement_timeout():
     close_all(a, obs, w.conn)
 
 
-def expect_commit_refused(conn, name, table):
-    """conn's open transaction created table; its commit must fail over name's lease."""
+def expect_commit_refused(conn, name, table, released=False, xact=False):
+    """conn's open transaction created table; its commit must fail over name's
+    lease, saying whether the lock is still being taken away or was released."""
     try:
         conn.commit()
         raise AssertionError("committed past the lease of %s" % name)
     except psycopg2.errors.LockNotAvailable as e:
         expect('cannot commit after the lease of lock "%s" expired' % name in str(e), str(e))
+        if released:
+            expect("was released in this transaction" in (e.diag.message_detail or ""), str(e))
+            expect("next transaction" in (e.diag.message_hint or ""), str(e))
+        else:
+            expect("being taken away" in (e.diag.message_detail or ""), str(e))
+            expect(("dlock_unlock" if xact is False else "that releases the lock") in (e.diag.message_hint or ""),
+                   str(e))
     conn.autocommit = True
     expect(q(conn, "SELECT count(*) FROM pg_class WHERE relname = %s", (table,)) == 0,
            "the work under the expired lease was committed")
@@ -339,7 +347,7 @@ def t_expired_cannot_commit():
             q(a, "PREPARE TRANSACTION 'stale'")
             raise AssertionError("prepared past the lease")
         except psycopg2.errors.LockNotAvailable as e:
-            expect("cannot commit after the lease" in str(e), str(e))
+            expect("cannot prepare a transaction after the lease" in str(e), str(e))
         q(a, "ROLLBACK")
         # releasing first does not help the transaction that worked under it
         d = connect()
@@ -350,7 +358,7 @@ def t_expired_cannot_commit():
             cur.execute("CREATE TEMP TABLE written_before_unlock (x int)")
             cur.execute("SELECT dlock_unlock('stale-u')")
             expect(cur.fetchone()[0] is True, "unlock")
-        expect_commit_refused(d, "stale-u", "written_before_unlock")
+        expect_commit_refused(d, "stale-u", "written_before_unlock", released=True)
         expect(q(d, "SELECT 1") == 1, "a transaction after the one that released it is still refused")
         e = connect()
         expect(q(e, "SELECT dlock_try('stale-u')") is True, "the released lock is not free")
@@ -368,7 +376,7 @@ def t_expired_cannot_commit():
             cur.execute("SELECT dlock_try_xact('stale-x2', lease => '200ms')")
             time.sleep(0.5)
             cur.execute("CREATE TEMP TABLE written_after_expiry (x int)")
-        expect_commit_refused(b, "stale-x2", "written_after_expiry")
+        expect_commit_refused(b, "stale-x2", "written_after_expiry", xact=True)
     # the reaper ends the session holder
     apid = a.get_backend_pid()
     expect(wait_until(lambda: q(b, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (apid,)) == 0, 10),

@@ -173,7 +173,9 @@ dlock_shmem_startup(void)
  * remote transactions of postgres_fdw) and run before dlock's, which is
  * registered earlier when the session used dlock first.  The block is marked
  * to end at this point ('T': to commit; 'E' would be a rollback), so the
- * error ends it as a refused commit does.
+ * error ends it as a refused commit does.  A lease can also run out between
+ * here and the pre-commit steps (deferred triggers run there): dlock's
+ * callback is made the first to run for that (xact.c).
  */
 static void
 dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
@@ -181,7 +183,12 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 					  QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
 {
 	Node	   *stmt = pstmt->utilityStmt;
+	bool		commit = IsA(stmt, TransactionStmt) &&
+		((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT;
 
+	/* dlock's pre-commit check before any other extension's */
+	if (commit)
+		dlock_xact_callback_first();
 	if (prev_process_utility)
 		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
 							 queryEnv, dest, qc);
@@ -190,9 +197,7 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 								queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
 		dlock_forget_released_session_holds();
-	else if (IsA(stmt, TransactionStmt) &&
-			 ((TransactionStmt *) stmt)->kind == TRANS_STMT_COMMIT &&
-			 TransactionBlockStatusCode() == 'T')
+	else if (commit && TransactionBlockStatusCode() == 'T')
 		dlock_refuse_commit_after_expiry(false);
 }
 

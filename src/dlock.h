@@ -646,6 +646,7 @@ extern int	dlock_no_token_detail(int64 token);
 extern void dlock_xact_setup(void);
 extern void dlock_reserve_xact_hold(void);
 extern void dlock_add_xact_hold(int ref);
+extern void dlock_xact_callback_first(void);
 
 /* name.c */
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);

@@ -36,11 +36,32 @@ static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							 SubTransactionId parentSubid, void *arg);
 
+static bool xact_callback_registered = false;
+
 void
 dlock_xact_setup(void)
 {
 	RegisterXactCallback(xact_callback, NULL);
 	RegisterSubXactCallback(subxact_callback, NULL);
+	xact_callback_registered = true;
+}
+
+/*
+ * Make the transaction callback the first to run (PostgreSQL runs the last
+ * registered first): an extension whose pre-commit step commits elsewhere
+ * (postgres_fdw's remote transactions) and that the session began to use
+ * after dlock then runs after dlock's refusal of a commit past a lease, and
+ * not at all when dlock refuses.  At an explicit COMMIT (dlock.c), which
+ * runs deferred triggers and the like between itself and the pre-commit
+ * steps, where a lease can run out.
+ */
+void
+dlock_xact_callback_first(void)
+{
+	if (!xact_callback_registered)
+		return;
+	UnregisterXactCallback(xact_callback, NULL);
+	RegisterXactCallback(xact_callback, NULL);
 }
 
 void

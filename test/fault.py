@@ -905,6 +905,7 @@ def t_lease_fdw_commit():
                 "OPTIONS (host '/tmp/dlock-%d', port '%d', dbname 'postgres')" % (ARGS.port, ARGS.port),
                 "CREATE USER MAPPING FOR postgres SERVER dlock_loop OPTIONS (user 'postgres')",
                 "DROP TABLE IF EXISTS fdw_remote, fdw_local",
+                "DROP FUNCTION IF EXISTS fdw_slow()",
                 "CREATE TABLE fdw_remote (n int)", "CREATE TABLE fdw_local (n int)",
                 "CREATE FOREIGN TABLE fdw_far (n int) SERVER dlock_loop OPTIONS (table_name 'fdw_remote')"):
         q(obs, sql)
@@ -927,12 +928,32 @@ def t_lease_fdw_commit():
         # the refused COMMIT ended the transaction, as any refused commit does
         expect(q(a, "SELECT 1") == 1, "the session is not out of its transaction")
         a.rollback()
-    # the reaper, once it runs again, ends the session over its lease
-    expect(wait_until(lambda: not alive(obs, apid), 10), "the session past its lease was not ended")
+        # the lease runs out after the COMMIT statement began, in a deferred
+        # trigger, before the pre-commit steps: dlock's still comes first
+        q(obs, "CREATE FUNCTION fdw_slow() RETURNS trigger LANGUAGE plpgsql "
+               "AS $$ BEGIN PERFORM pg_sleep(0.6); RETURN NULL; END $$")
+        q(obs, "CREATE CONSTRAINT TRIGGER fdw_slow AFTER INSERT ON fdw_local "
+               "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fdw_slow()")
+        a2 = connect()
+        a2pid = pid_of(a2)
+        q(a2, "SELECT dlock_try('fdw-job2', lease => '300ms')")
+        a2.autocommit = False
+        q(a2, "INSERT INTO fdw_far VALUES (2)")
+        q(a2, "INSERT INTO fdw_local VALUES (2)")
+        try:
+            a2.commit()
+            raise AssertionError("committed after the lease ran out in a deferred trigger")
+        except psycopg2.errors.LockNotAvailable:
+            a2.rollback()
+        expect(q(obs, "SELECT count(*) FROM fdw_remote") == 0,
+               "the write through postgres_fdw was committed after the lease ran out in a deferred trigger")
+    # the reaper, once it runs again, ends the sessions over their leases
+    expect(wait_until(lambda: not alive(obs, apid) and not alive(obs, a2pid), 10),
+           "a session past its lease was not ended")
     for sql in ("DROP SERVER dlock_loop CASCADE", "DROP TABLE fdw_remote, fdw_local",
-                "DROP EXTENSION postgres_fdw"):
+                "DROP FUNCTION fdw_slow()", "DROP EXTENSION postgres_fdw"):
         q(obs, sql)
-    close_all(a, obs)
+    close_all(a, a2, obs)
 
 
 @check("a leased hold released behind dlock's back, then past its lease: only that transaction's commit is refused, the session goes on and is not ended for a raw lock of the key")

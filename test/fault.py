@@ -303,21 +303,30 @@ def t_deadline_and_statement_timeout():
     close_all(a, obs, w.conn)
 
 
+def expect_commit_fails(conn, what, rollback=True):
+    """conn's commit must be refused over a lease (55P03); the client rolls
+    back after it, unless the check is that the refusal ended the transaction."""
+    try:
+        conn.commit()
+    except psycopg2.errors.LockNotAvailable as e:
+        if rollback:
+            conn.rollback()
+        return e
+    raise AssertionError(what)
+
+
 def expect_commit_refused(conn, name, table, released=False, xact=False):
     """conn's open transaction created table; its commit must fail over name's
     lease, saying whether the lock is still being taken away or was released."""
-    try:
-        conn.commit()
-        raise AssertionError("committed past the lease of %s" % name)
-    except psycopg2.errors.LockNotAvailable as e:
-        expect('cannot commit after the lease of lock "%s" expired' % name in str(e), str(e))
-        if released:
-            expect("was released in this transaction" in (e.diag.message_detail or ""), str(e))
-            expect("next transaction" in (e.diag.message_hint or ""), str(e))
-        else:
-            expect("being taken away" in (e.diag.message_detail or ""), str(e))
-            expect(("dlock_unlock" if xact is False else "that releases the lock") in (e.diag.message_hint or ""),
-                   str(e))
+    e = expect_commit_fails(conn, "committed past the lease of %s" % name, rollback=False)
+    expect('cannot commit after the lease of lock "%s" expired' % name in str(e), str(e))
+    if released:
+        expect("was released in this transaction" in (e.diag.message_detail or ""), str(e))
+        expect("next transaction" in (e.diag.message_hint or ""), str(e))
+    else:
+        expect("being taken away" in (e.diag.message_detail or ""), str(e))
+        expect(("dlock_unlock" if xact is False else "that releases the lock") in (e.diag.message_hint or ""),
+               str(e))
     conn.autocommit = True
     expect(q(conn, "SELECT count(*) FROM pg_class WHERE relname = %s", (table,)) == 0,
            "the work under the expired lease was committed")
@@ -917,11 +926,7 @@ def t_lease_fdw_commit():
         q(a, "INSERT INTO fdw_far VALUES (1)")      # postgres_fdw registers its callbacks now
         q(a, "INSERT INTO fdw_local VALUES (1)")
         time.sleep(0.6)
-        try:
-            a.commit()
-            raise AssertionError("committed after the lease ran out")
-        except psycopg2.errors.LockNotAvailable:
-            pass
+        expect_commit_fails(a, "committed after the lease ran out", rollback=False)
         expect(q(obs, "SELECT count(*) FROM fdw_local") == 0, "the local write is visible")
         expect(q(obs, "SELECT count(*) FROM fdw_remote") == 0,
                "the write through postgres_fdw was committed after the lease ran out")
@@ -940,11 +945,7 @@ def t_lease_fdw_commit():
         a2.autocommit = False
         q(a2, "INSERT INTO fdw_far VALUES (2)")
         q(a2, "INSERT INTO fdw_local VALUES (2)")
-        try:
-            a2.commit()
-            raise AssertionError("committed after the lease ran out in a deferred trigger")
-        except psycopg2.errors.LockNotAvailable:
-            a2.rollback()
+        expect_commit_fails(a2, "committed after the lease ran out in a deferred trigger")
         expect(q(obs, "SELECT count(*) FROM fdw_remote") == 0,
                "the write through postgres_fdw was committed after the lease ran out in a deferred trigger")
     # the reaper, once it runs again, ends the sessions over their leases
@@ -967,11 +968,7 @@ def t_released_then_past_lease():
         q(a, "SELECT " + release)
         time.sleep(0.7)
         expect(q(a, "SELECT dlock_try('rel-y')") is True, "%s: another name was refused" % release)
-        try:
-            a.commit()
-            raise AssertionError("%s: committed a transaction that released the hold past its lease" % release)
-        except psycopg2.errors.LockNotAvailable:
-            a.rollback()
+        expect_commit_fails(a, "%s: committed a transaction that released the hold past its lease" % release)
         a.autocommit = True
         # 1.4 and the first hardening: every later commit refused, for good
         expect(q(a, "SELECT 1") == 1, "%s: a plain statement after it is refused" % release)
@@ -1031,11 +1028,7 @@ def t_expired_takes_nothing():
         q(b, "INSERT INTO past_lease_t VALUES (1)")
         time.sleep(0.6)
         q(b, "SELECT pg_advisory_unlock_all()")
-        try:
-            b.commit()
-            raise AssertionError("committed after the lease ran out (released behind dlock's back)")
-        except psycopg2.errors.LockNotAvailable:
-            b.rollback()
+        expect_commit_fails(b, "committed after the lease ran out (released behind dlock's back)")
         expect(q(obs, "SELECT count(*) FROM past_lease_t") == 0, "the write of a holder past its lease is visible")
         b.close()
     q(obs, "DROP TABLE past_lease_t")

@@ -48,6 +48,16 @@ def q(conn, sql, params=None):
         return row[0] if row else None
 
 
+def expect_error(cls, what, conn, sql, params=None):
+    """The statement must fail with cls (a psycopg2.errors class): the error,
+    for further checks; what is said if it does not fail."""
+    try:
+        q(conn, sql, params)
+    except cls as e:
+        return e
+    raise AssertionError(what)
+
+
 def pid_of(conn):
     return q(conn, "SELECT pg_backend_pid()")
 
@@ -175,11 +185,8 @@ def t_driver():
              ("driver-shared", datetime.timedelta(milliseconds=500), True)) is True, "named args")
     expect(q(c, "SELECT dlock_key(%s)", ("nightly-report",)) == -8663603374018903193, "key vector")
     expect(q(c, "SELECT dlock_unlock_all()") == 2, "unlock_all counts names")
-    try:
-        q(c, "SELECT dlock_try(%s)", (None,))
-        raise AssertionError("NULL name accepted")
-    except psycopg2.errors.NullValueNotAllowed:
-        pass
+    expect_error(psycopg2.errors.NullValueNotAllowed, "NULL name accepted",
+                 c, "SELECT dlock_try(%s)", (None,))
     c.close()
 
 
@@ -345,18 +352,13 @@ def t_expired_cannot_commit():
         time.sleep(0.5)
         # session scope: any commit fails; taking it again fails
         for sql in ("SELECT 1", "SELECT dlock_try('stale-s')", "SELECT dlock_lock('stale-s', lease => '1 hour')"):
-            try:
-                q(a, sql)
-                raise AssertionError("%s succeeded past the lease" % sql)
-            except psycopg2.errors.LockNotAvailable as e:
-                expect("expired at" in str(e), str(e))
+            e = expect_error(psycopg2.errors.LockNotAvailable, "%s succeeded past the lease" % sql, a, sql)
+            expect("expired at" in str(e), str(e))
         # nor can it prepare a transaction for someone else to commit
         q(a, "BEGIN")
-        try:
-            q(a, "PREPARE TRANSACTION 'stale'")
-            raise AssertionError("prepared past the lease")
-        except psycopg2.errors.LockNotAvailable as e:
-            expect("cannot prepare a transaction after the lease" in str(e), str(e))
+        e = expect_error(psycopg2.errors.LockNotAvailable, "prepared past the lease",
+                         a, "PREPARE TRANSACTION 'stale'")
+        expect("cannot prepare a transaction after the lease" in str(e), str(e))
         q(a, "ROLLBACK")
         # releasing first does not help the transaction that worked under it
         d = connect()
@@ -467,11 +469,9 @@ def t_renew_expired():
     try:
         q(a, "SELECT dlock_try('too-late', lease => '100ms')")
         time.sleep(0.3)
-        try:
-            q(a, "SELECT dlock_renew('too-late', '1 minute')")
-            raise AssertionError("renewed an expired lease")
-        except psycopg2.errors.LockNotAvailable as e:
-            expect("expired" in str(e), str(e))
+        e = expect_error(psycopg2.errors.LockNotAvailable, "renewed an expired lease",
+                         a, "SELECT dlock_renew('too-late', '1 minute')")
+        expect("expired" in str(e), str(e))
     finally:
         os.kill(rp, signal.SIGCONT)
     expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (apid,)) == 0, 10),
@@ -507,11 +507,8 @@ def t_cross_db():
     q(asc, "CREATE EXTENSION dlock")
     expect(q(asc, "SELECT dlock_key(convert_from('\\x636166c3a9'::bytea, 'SQL_ASCII'))") == k_cafe,
            "UTF-8 bytes in SQL_ASCII do not give the UTF-8 key")
-    try:
-        q(asc, "SELECT dlock_key(E'\\xe9')")
-        raise AssertionError("a name that is not UTF-8 was accepted in SQL_ASCII")
-    except psycopg2.errors.CharacterNotInRepertoire:
-        pass
+    expect_error(psycopg2.errors.CharacterNotInRepertoire, "a name that is not UTF-8 was accepted in SQL_ASCII",
+                 asc, "SELECT dlock_key(E'\\xe9')")
     asc.close()
     q(c, "DROP DATABASE dlock_fault_ascii")
     c.close()
@@ -1015,11 +1012,7 @@ def t_expired_takes_nothing():
         time.sleep(0.6)
         for sql in ("SELECT dlock_try('past-lease')", "SELECT dlock_try('past-other', lease => '1h')",
                     "SELECT dlock_try_xact('past-other')"):
-            try:
-                q(a, sql)
-                raise AssertionError("%s: taken after the lease ran out" % sql)
-            except psycopg2.errors.LockNotAvailable:
-                pass
+            expect_error(psycopg2.errors.LockNotAvailable, "%s: taken after the lease ran out" % sql, a, sql)
         expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'past-other'") == 0, "past-other is held")
         q(obs, "CREATE TABLE IF NOT EXISTS past_lease_t (n int)")
         b = connect()
@@ -1040,21 +1033,16 @@ def t_held_limit():
     c = connect()
     q(c, "SET dlock.max_held_locks = 100")
     q(c, "SELECT dlock_try('many-' || g) FROM generate_series(1, 100) g")
-    try:
-        q(c, "SELECT dlock_try('many-101')")
-        raise AssertionError("the 101st name was taken")
-    except psycopg2.errors.ConfigurationLimitExceeded as e:
-        expect(e.diag.message_hint and "dlock.max_held_locks" in e.diag.message_hint, "hint: %r" % e.diag.message_hint)
+    e = expect_error(psycopg2.errors.ConfigurationLimitExceeded, "the 101st name was taken",
+                     c, "SELECT dlock_try('many-101')")
+    expect(e.diag.message_hint and "dlock.max_held_locks" in e.diag.message_hint, "hint: %r" % e.diag.message_hint)
     expect(q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()") == 100,
            "the refused name is held")
     expect(q(c, "SELECT dlock_try('many-1')") is True, "a name already held cannot be taken again")
     q(c, "SELECT dlock_unlock_all()")
     q(c, "RESET dlock.max_held_locks")
-    try:
-        q(c, "SELECT dlock_try('auto-' || g) FROM generate_series(1, 1000000) g")
-        raise AssertionError("a million names were taken")
-    except psycopg2.errors.ConfigurationLimitExceeded:
-        pass
+    expect_error(psycopg2.errors.ConfigurationLimitExceeded, "a million names were taken",
+                 c, "SELECT dlock_try('auto-' || g) FROM generate_series(1, 1000000) g")
     # session locks taken before the refusal stay, as pg_advisory_lock's do
     n = q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
     expect(n > 100 and q(c, "SELECT dlock_unlock_all()") == n, "%r held, not all named" % n)
@@ -1081,12 +1069,10 @@ def t_role_limit():
     q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(1, %s) g", (limit // 2,))
     q(c, "SET ROLE dlock_greedy_b")
     q(c, "SELECT dlock_acquire('greedy-' || g, '1 min') FROM generate_series(%s, %s) g", (limit // 2 + 1, limit))
-    try:
-        q(c, "SELECT dlock_acquire('greedy-more', '1 min')")
-        raise AssertionError("the role took more than half (SET ROLE in between)")
-    except psycopg2.errors.ConfigurationLimitExceeded as e:
-        expect("dlock.max_detached_locks_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
-        expect("dlock_greedy" in e.diag.message_primary, "message: %r" % e.diag.message_primary)
+    e = expect_error(psycopg2.errors.ConfigurationLimitExceeded, "the role took more than half (SET ROLE in between)",
+                     c, "SELECT dlock_acquire('greedy-more', '1 min')")
+    expect("dlock.max_detached_locks_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
+    expect("dlock_greedy" in e.diag.message_primary, "message: %r" % e.diag.message_primary)
     q(c, "RESET ROLE")
     c.close()
     c = admin
@@ -1118,11 +1104,9 @@ def t_role_waiters():
     for i in range(2):
         expect(detached_waiter_queued(obs, "waitful-%d" % i), "waited acquisition %d never waited" % i)
     third = connect(user="dlock_waitful")
-    try:
-        q(third, "SELECT dlock_acquire('waitful-2', '1 min', timeout => '30s')")
-        raise AssertionError("a third waited acquisition of the role was started")
-    except psycopg2.errors.ConfigurationLimitExceeded as e:
-        expect("dlock.max_detached_waiters_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
+    e = expect_error(psycopg2.errors.ConfigurationLimitExceeded, "a third waited acquisition of the role was started",
+                     third, "SELECT dlock_acquire('waitful-2', '1 min', timeout => '30s')")
+    expect("dlock.max_detached_waiters_per_role" in (e.diag.message_hint or ""), "hint: %r" % e.diag.message_hint)
     expect(q(obs, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'dlock waiter'") == 2,
            "the refused acquisition left a waiter behind")
     # another role still waits

@@ -34,7 +34,7 @@ import psycopg2.errors
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fault  # noqa: E402 - the helpers, once the path is set
-from fault import check, expect, q, pid_of, connect, close_all, RESULTS  # noqa: E402
+from fault import check, expect, expect_error, q, pid_of, connect, close_all, RESULTS  # noqa: E402
 
 BOUNCER = None
 TXN_POOL_SIZE = 4
@@ -157,11 +157,8 @@ def t_sess_discard():
     time.sleep(3.5)
     expect(pid_of(b) == spid, "the server connection was ended over a lease on a released lock")
     q(b, "SELECT pg_advisory_unlock(dlock_key('per-client'))")
-    try:
-        q(b, "SELECT dlock_token('per-client')")
-        raise AssertionError("the next client has a token for a lock it does not hold")
-    except psycopg2.errors.ObjectNotInPrerequisiteState:
-        pass
+    expect_error(psycopg2.errors.ObjectNotInPrerequisiteState, "the next client has a token for a lock it does not hold",
+                 b, "SELECT dlock_token('per-client')")
     expect(q(b, "SELECT dlock_try('per-client')") is True, "take again")
     expect(q(b, "SELECT dlock_token('per-client')") > tok, "token not above the previous holder's")
     q(b, "SELECT dlock_unlock('per-client')")

@@ -10,9 +10,11 @@
 # ordinary user).  test/run runs these and the client tests for every major.
 
 MODULE_big = dlock
-OBJS = src/dlock.o src/slots.o src/locks.o src/leases.o src/tokens.o src/xact.o \
-	src/view.o src/reaper.o src/name.o src/sha256.o src/detached.o src/holder.o \
-	src/stats.o
+OBJS = src/sha256.o src/name.o src/changecount.o src/slots.o src/entry_index.o \
+	src/entries.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o \
+	src/protocol.o src/locks.o src/request.o src/detached_xact.o src/detached_wait.o \
+	src/detached.o src/view_names.o src/view_locks.o src/view_stats.o src/xact.o \
+	src/reaper.o src/serve.o src/holder.o src/waiter.o src/shmem.o src/dlock.o
 EXTENSION = dlock
 DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql \
 	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql

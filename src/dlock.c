@@ -1,10 +1,9 @@
 /*
- * dlock.c: module start-up, settings and shared memory.
+ * dlock.c: module start-up (_PG_init): the settings, the hooks, the
+ * background workers.  The top of the house: nothing in dlock calls it.
  *
- * Invariant: dlock_shared is set only when the library was preloaded; every
- * feature that needs shared memory (names in the view, leases, tokens)
- * checks that through dlock_require_preload, while plain locking works
- * without it.
+ * Each setting's variable lives in the file of its concern; shared memory
+ * is requested and made in shmem.c.
  */
 #include "postgres.h"
 
@@ -13,154 +12,26 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "postmaster/bgworker.h"
-#include "storage/ipc.h"
-#include "storage/shmem.h"
 #include "tcop/utility.h"
 #include "utils/guc.h"
 
 #include "dlock.h"
+#include "detached.h"
+#include "entries.h"
+#include "leases.h"
+#include "locks.h"
+#include "shmem.h"
+#include "slots.h"
+#include "stats.h"
+#include "stats_table.h"
+#include "tokens.h"
+#include "xact.h"
 
 DLOCK_MODULE_MAGIC;
 
-DlockShared *dlock_shared = NULL;
-int			dlock_max_locks_per_session = 64;
-int			dlock_max_detached_locks = 1000;
-int			dlock_max_detached_locks_per_role = -1;
-int			dlock_max_detached_waiters_per_role = -1;
-int			dlock_max_held_locks = -1;
-int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
-bool		dlock_allow_standby_locks = false;
-
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
 void		_PG_init(void);
-
-/*
- * The error for a feature that needs the library preloaded; detail says
- * what the feature keeps in shared memory.
- */
-void
-dlock_require_preload(const char *detail)
-{
-	if (dlock_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("dlock must be loaded via \"shared_preload_libraries\""),
-				 errdetail_internal("%s", detail),
-				 errhint("Add dlock to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
-/*
- * The header, then MaxBackends slots, then the detached-lock parts: a
- * request per backend, the lock holder's holds, a waiter per background
- * worker slot.  Each part starts at the offset the header records.
- */
-static Size
-dlock_shmem_layout(Size *requests_off, Size *holds_off, Size *waiters_off, Size *fates_off)
-{
-	Size		size;
-
-	size = add_size(MAXALIGN(sizeof(DlockShared)),
-					mul_size(MaxBackends, dlock_slot_size(dlock_max_locks_per_session)));
-	*requests_off = size = MAXALIGN(size);
-	size = add_size(size, mul_size(MaxBackends, sizeof(DlockRequest)));
-	*holds_off = size = MAXALIGN(size);
-	size = add_size(size, mul_size(dlock_max_detached_locks, sizeof(DlockHold)));
-	*waiters_off = size = MAXALIGN(size);
-	size = add_size(size, mul_size(max_worker_processes, sizeof(DlockWaiter)));
-	*fates_off = size = MAXALIGN(size);
-	return add_size(size, mul_size(dlock_max_detached_locks, sizeof(pg_atomic_uint64)));
-}
-
-static Size
-dlock_shmem_size(void)
-{
-	Size		a,
-				b,
-				c,
-				d;
-
-	return dlock_shmem_layout(&a, &b, &c, &d);
-}
-
-static void
-dlock_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(dlock_shmem_size());
-	RequestAddinShmemSpace(dlock_stats_shmem_size());
-	RequestNamedLWLockTranche("dlock", 1);
-	dlock_stats_shmem_request();
-#ifdef DLOCK_FAULTS
-	RequestAddinShmemSpace(dlock_fault_shmem_size());
-#endif
-}
-
-static void
-dlock_shmem_startup(void)
-{
-	bool		found;
-	DlockShared *s;
-	int			i;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	s = ShmemInitStruct("dlock", dlock_shmem_size(), &found);
-	dlock_shared = s;
-	if (!found)
-	{
-		memset(s, 0, dlock_shmem_size());
-		s->token_lock = &(GetNamedLWLockTranche("dlock"))->lock;
-		s->reaper_procno = -1;
-		pg_atomic_init_u64(&s->reaper_wakeup, 0);
-		s->nslots = MaxBackends;
-		s->entries_per_slot = dlock_max_locks_per_session;
-		s->slot_size = dlock_slot_size(dlock_max_locks_per_session);
-		s->token_block = dlock_token_reserve;
-		for (i = 0; i < s->nslots; i++)
-			pg_atomic_init_u32(&dlock_slot(i)->changecount, 0);
-		(void) dlock_shmem_layout(&s->requests_off, &s->holds_off, &s->waiters_off,
-								  &s->fates_off);
-		s->holder_pid = 0;
-		s->holder_procno = -1;
-		s->max_holds = dlock_max_detached_locks;
-		s->nwaiters = max_worker_processes;
-		pg_atomic_init_u64(&s->ticket_next, 1);
-		SpinLockInit(&s->expired_lock);
-		for (i = 0; i < s->nslots; i++)
-		{
-			pg_atomic_init_u32(&dlock_request(i)->state, DLOCK_REQ_IDLE);
-			pg_atomic_init_u32(&dlock_request(i)->sleeping, 0);
-		}
-		for (i = 0; i < s->max_holds; i++)
-		{
-			pg_atomic_init_u32(&dlock_hold(i)->changecount, 0);
-			pg_atomic_init_u64(dlock_hold_fate(i), DLOCK_FATE_PACK(0, DLOCK_FATE_FREE));
-		}
-		pg_atomic_init_u32(&s->undo_requests, 0);
-		for (i = 0; i < s->nwaiters; i++)
-		{
-			pg_atomic_init_u64(&dlock_waiter(i)->tstate, DLOCK_W_PACK(0, DLOCK_W_FREE));
-			dlock_waiter(i)->claim_role = InvalidOid;
-			pg_atomic_init_u32(&dlock_waiter(i)->hold.changecount, 0);
-		}
-		/* tokens start with the first one asked for after recovery */
-		pg_atomic_init_u32(&s->token_state, DLOCK_TOKENS_NOT_STARTED);
-		pg_atomic_init_u64(&s->token_next, 0);
-		pg_atomic_init_u64(&s->token_ceiling, 0);
-		pg_atomic_init_u64(&s->token_retry_at, 0);
-	}
-	dlock_stats_shmem_init();
-#ifdef DLOCK_FAULTS
-	dlock_fault_shmem_init();
-#endif
-	LWLockRelease(AddinShmemInitLock);
-}
 
 /*
  * DISCARD ALL releases every session-level advisory lock behind dlock's
@@ -208,6 +79,9 @@ _PG_init(void)
 
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = dlock_process_utility;
+	/* what a backend sets up when it first uses dlock (entries.h) */
+	dlock_on_backend_setup(dlock_xact_setup);
+	dlock_on_backend_setup(dlock_stats_backend_setup);
 
 	DefineCustomIntVariable("dlock.max_held_locks",
 							"Named locks one session can hold or wait for through dlock at once.",
@@ -292,10 +166,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("dlock");
 
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = dlock_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = dlock_shmem_startup;
+	dlock_shmem_install();
 
 	memset(&worker, 0, sizeof(worker));
 	/* a connection to no database: only so that pg_stat_activity shows it */

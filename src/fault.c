@@ -8,7 +8,8 @@
  * signal had come right then, the death of the process by SIGKILL, or a
  * stall of some milliseconds during which the process takes no interrupts).
  * test/faults.py creates the SQL functions below itself; no extension script
- * declares them.
+ * declares them.  (dlock_fault_leaks, which looks at the detached-lock
+ * protocol's tables, is in protocol.c.)
  */
 #include "postgres.h"
 
@@ -199,42 +200,4 @@ dlock_fault_hits(PG_FUNCTION_ARGS)
 	hits = faults->hits;
 	SpinLockRelease(&faults->lock);
 	PG_RETURN_INT32(hits);
-}
-
-/*
- * dlock_fault_leaks(): what the shared tables have in use, as one line:
- * waiter blocks not free, requests not idle, the lock holder's holds in
- * use, and undos not yet done.  After a fault has settled, each must match
- * what the view shows (test/faults.py).
- */
-PG_FUNCTION_INFO_V1(dlock_fault_leaks);
-
-Datum
-dlock_fault_leaks(PG_FUNCTION_ARGS)
-{
-	int			waiters = 0;
-	int			requests = 0;
-	int			holds = 0;
-	int			undos = 0;
-	int			i;
-	char		buf[128];
-
-	require_faults();
-	for (i = 0; i < dlock_shared->nwaiters; i++)
-		if (DLOCK_W_STATE(pg_atomic_read_u64(&dlock_waiter(i)->tstate)) != DLOCK_W_FREE)
-			waiters++;
-	for (i = 0; i < dlock_shared->nslots; i++)
-		if (pg_atomic_read_u32(&dlock_request(i)->state) != DLOCK_REQ_IDLE)
-			requests++;
-	for (i = 0; i < dlock_shared->max_holds; i++)
-	{
-		if (dlock_hold(i)->state != DLOCK_HOLD_FREE)
-			holds++;
-		if (DLOCK_FATE_STATE(pg_atomic_read_u64(dlock_hold_fate(i))) == DLOCK_FATE_UNDO ||
-			DLOCK_FATE_STATE(pg_atomic_read_u64(dlock_hold_fate(i))) == DLOCK_FATE_UNDO_QUIET)
-			undos++;
-	}
-	snprintf(buf, sizeof(buf), "waiters=%d requests=%d holds=%d undos=%d",
-			 waiters, requests, holds, undos);
-	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }

@@ -1,7 +1,7 @@
 /*
  * leases.c: leases on named locks, as the holding backend sees them.
  *
- * A lease is an expiry time in the hold's slot entry (slots.c); the reaper
+ * A lease is an expiry time in the hold's slot entry (slots.h); the reaper
  * (reaper.c) ends the holder once it has passed.  Here: checking lease
  * arguments, dlock_renew, waking the reaper when a lease ends earlier than
  * it plans to wake, and refusing what a holder past its lease must not do.
@@ -17,12 +17,38 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "entries.h"
+#include "leases.h"
+#include "name.h"
+#include "slots.h"
 
 PG_FUNCTION_INFO_V1(dlock_renew);
+
+DlockReaperWake *dlock_reaper_wake = NULL;
+
+Size
+dlock_leases_shmem_size(void)
+{
+	return MAXALIGN(sizeof(DlockReaperWake));
+}
+
+/* At start-up, with AddinShmemInitLock held (shmem.c). */
+void
+dlock_leases_shmem_init(void)
+{
+	bool		found;
+
+	dlock_reaper_wake = ShmemInitStruct("dlock reaper", dlock_leases_shmem_size(), &found);
+	if (found)
+		return;
+	dlock_reaper_wake->procno = -1;
+	pg_atomic_init_u64(&dlock_reaper_wake->wakeup, 0);
+}
 
 /*
  * A hold whose lease had run out, released (dlock_unlock, dlock_unlock_all)
@@ -31,11 +57,7 @@ PG_FUNCTION_INFO_V1(dlock_renew);
 static TimestampTz released_expired_at = 0;
 static char released_expired_name[DLOCK_NAME_MAX + 1];
 
-/*
- * No later than the earliest lease of this backend's holds (0: none given
- * since it was last found to have none): the lock path looks further only
- * when a lease exists.
- */
+/* (leases.h) The lock path looks further only when a lease exists. */
 TimestampTz dlock_min_lease = 0;
 
 /* A lease given to one of this backend's holds. */
@@ -201,8 +223,8 @@ dlock_wake_reaper(TimestampTz expires)
 	int			p;
 
 	pg_memory_barrier();
-	w = pg_atomic_read_u64(&dlock_shared->reaper_wakeup);
-	p = dlock_shared->reaper_procno;
+	w = pg_atomic_read_u64(&dlock_reaper_wake->wakeup);
+	p = dlock_reaper_wake->procno;
 	if ((w == 0 || (uint64) expires < w) && p >= 0)
 		SetLatch(&GetPGProcByNumber(p)->procLatch);
 }

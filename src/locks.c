@@ -6,7 +6,7 @@
  * Each call hashes the name to a key and goes straight to the lock manager
  * (LockAcquire / LockRelease on the advisory tag of that key), exactly like
  * pg_advisory_lock(bigint).  Around that, the backend keeps its bookkeeping
- * of what it holds, by (key, mode), in its entries (slots.c).
+ * of what it holds, by (key, mode), in its entries (entries.c).
  *
  * Invariant: the bookkeeping never decides anything; whether a lock is held
  * is the lock manager's answer.  Entries are written only after the lock
@@ -32,6 +32,12 @@
 #include <unistd.h>
 
 #include "dlock.h"
+#include "entries.h"
+#include "leases.h"
+#include "locks.h"
+#include "name.h"
+#include "stats.h"
+#include "tokens.h"
 
 PG_FUNCTION_INFO_V1(dlock_try);
 PG_FUNCTION_INFO_V1(dlock_lock);
@@ -40,19 +46,7 @@ PG_FUNCTION_INFO_V1(dlock_lock_xact);
 PG_FUNCTION_INFO_V1(dlock_unlock);
 PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
-char *
-dlock_display_name(const DlockName *name)
-{
-	return text_to_cstring(name->arg);
-}
-
-void
-dlock_not_held(const DlockName *name)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("lock \"%s\" is not held by this session", dlock_display_name(name))));
-}
+bool		dlock_allow_standby_locks = false;
 
 /*
  * On a hot standby, a lock excludes only the standby's own sessions: nobody
@@ -599,35 +593,4 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			dlock_stats_hold_ended(e);
 	}
 	PG_RETURN_INT32(count);
-}
-
-/*
- * This session's live entries for name, exclusive first.  An entry whose
- * lock the lock manager no longer has is stale and is dropped here.
- */
-int
-dlock_held_entries(const DlockName *name, int refs[2])
-{
-	int			n = 0;
-	uint8		mode;
-
-	for (mode = DLOCK_EXCLUSIVE; mode <= DLOCK_SHARED; mode++)
-	{
-		int			ref = dlock_find_entry(name->key, mode);
-		DlockEntry *e;
-
-		if (ref < 0)
-			continue;
-		dlock_drop_stale_session_part(ref);
-		e = dlock_entry_at(ref);
-		if (!e->inuse || e->nsession + e->nxact == 0)
-			continue;
-		if (!dlock_entry_lock_held(e))
-		{
-			dlock_forget_stale_session_hold(ref);
-			continue;
-		}
-		refs[n++] = ref;
-	}
-	return n;
 }

@@ -1,5 +1,6 @@
 /*
- * name.c: lock names, keys and argument checks.
+ * name.c: lock names, keys and argument checks, and the helpers that turn
+ * what dlock keeps into SQL values (name.h).
  *
  * The key of a name is the first 8 bytes of the SHA-256 digest of the name's
  * UTF-8 bytes, read as a little-endian signed 64-bit integer.  Any client can
@@ -11,16 +12,22 @@
 
 #include <limits.h>
 
+#include "catalog/namespace.h"
+#include "commands/dbcommands.h"
 #include "common/hashfn.h"
+#include "common/ip.h"
 #include "common/int.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "name.h"
+#include "sha256.h"
 
 PG_FUNCTION_INFO_V1(dlock_key);
 
@@ -227,4 +234,126 @@ dlock_key(PG_FUNCTION_ARGS)
 
 	dlock_name_arg(fcinfo, 0, &name);
 	PG_RETURN_INT64(name.key);
+}
+
+/* ---- SQL values ---- */
+
+char *
+dlock_display_name(const DlockName *name)
+{
+	return text_to_cstring(name->arg);
+}
+/*
+ * The stored UTF-8 name in the database encoding, or NULL where it has a
+ * character the encoding lacks (a name taken in another database).
+ */
+Datum
+dlock_name_datum(const char *name, int namelen, bool *isnull)
+{
+	int			enc = GetDatabaseEncoding();
+	Oid			proc;
+	char	   *buf;
+	int			done;
+
+	*isnull = false;
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+		return PointerGetDatum(cstring_to_text_with_len(name, namelen));
+	if (pg_encoding_verifymbstr(PG_UTF8, name, namelen) != namelen ||
+		!OidIsValid(proc = FindDefaultConversionProc(PG_UTF8, enc)))
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	buf = palloc((Size) namelen * MAX_CONVERSION_GROWTH + 1);
+	done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
+										 (unsigned char *) name, namelen,
+										 (unsigned char *) buf,
+										 namelen * MAX_CONVERSION_GROWTH + 1,
+										 true);
+	if (done != namelen)
+	{
+		*isnull = true;
+		return (Datum) 0;
+	}
+	return PointerGetDatum(cstring_to_text(buf));
+}
+
+/*
+ * The name of database dbid as a "name" Datum, or as_text a "text" one
+ * (NULL: dropped), remembered until dlock_database_names_reset: a view has
+ * few databases and many rows.
+ */
+static Oid	db_cache_oid[8];
+static Datum db_cache_name[8][2];
+static int	db_cache_n = 0;
+
+void
+dlock_database_names_reset(void)
+{
+	db_cache_n = 0;
+}
+
+Datum
+dlock_database_name(Oid dbid, bool as_text, bool *isnull)
+{
+	char	   *dbname;
+	Datum		d[2] = {(Datum) 0, (Datum) 0};
+	int			i;
+
+	for (i = 0; i < db_cache_n; i++)
+		if (db_cache_oid[i] == dbid)
+		{
+			*isnull = (db_cache_name[i][as_text] == (Datum) 0);
+			return db_cache_name[i][as_text];
+		}
+	dbname = get_database_name(dbid);
+	if (dbname != NULL)
+	{
+		Name		n = (Name) palloc0(NAMEDATALEN);
+
+		namestrcpy(n, dbname);
+		d[0] = NameGetDatum(n);
+		d[1] = CStringGetTextDatum(dbname);
+	}
+	if (db_cache_n < (int) lengthof(db_cache_oid))
+	{
+		db_cache_oid[db_cache_n] = dbid;
+		db_cache_name[db_cache_n][0] = d[0];
+		db_cache_name[db_cache_n][1] = d[1];
+		db_cache_n++;
+	}
+	*isnull = (d[as_text] == (Datum) 0);
+	return d[as_text];
+}
+
+/* An interval of us microseconds. */
+Datum
+dlock_interval_datum(int64 us)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = us;
+	return IntervalPGetDatum(iv);
+}
+
+/*
+ * A client's address as pg_stat_activity.client_addr shows it; "" for a
+ * Unix socket or none.
+ */
+void
+dlock_client_address(const PgBackendStatus *be, char *buf)
+{
+	buf[0] = '\0';
+	if (be == NULL)
+		return;
+	if (be->st_clientaddr.addr.ss_family != AF_INET &&
+		be->st_clientaddr.addr.ss_family != AF_INET6)
+		return;
+	if (pg_getnameinfo_all(&be->st_clientaddr.addr, be->st_clientaddr.salen,
+						   buf, DLOCK_CLIENT_MAX, NULL, 0, NI_NUMERICHOST) != 0)
+	{
+		buf[0] = '\0';
+		return;
+	}
+	clean_ipv6_addr(be->st_clientaddr.addr.ss_family, buf);
 }

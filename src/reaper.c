@@ -37,6 +37,18 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "leases.h"
+#include "slots.h"
+#include "stats.h"
+#include "tokens.h"
+#include "workers.h"
+
+/*
+ * A transaction-scope holder whose lease ran out is first cancelled; if it
+ * still holds the lock this long afterwards (idle in transaction, or it
+ * swallowed the cancel), its session is terminated.
+ */
+#define DLOCK_CANCEL_GRACE_US ((int64) 1000 * 1000)
 
 /*
  * A slot whose owner does not finish a change within about 5 ms (a process
@@ -62,7 +74,7 @@ static ReaperAction *actions;
 static void
 reaper_exit(int code, Datum arg)
 {
-	dlock_shared->reaper_procno = -1;
+	dlock_reaper_wake->procno = -1;
 }
 
 /* Does the lock manager say pid holds the advisory lock (key, subid) in lockmode? */
@@ -266,12 +278,12 @@ dlock_reaper_main(Datum arg)
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "dlock reaper",
 								ALLOCSET_DEFAULT_SIZES);
-	copy = MemoryContextAlloc(TopMemoryContext, dlock_shared->slot_size);
-	recheck = MemoryContextAlloc(TopMemoryContext, dlock_shared->slot_size);
+	copy = MemoryContextAlloc(TopMemoryContext, dlock_slots->slot_size);
+	recheck = MemoryContextAlloc(TopMemoryContext, dlock_slots->slot_size);
 	actions = MemoryContextAllocZero(TopMemoryContext,
-									 sizeof(ReaperAction) * dlock_shared->nslots);
+									 sizeof(ReaperAction) * dlock_slots->nslots);
 	on_shmem_exit(reaper_exit, (Datum) 0);
-	dlock_shared->reaper_procno = GetNumberFromPGProc(MyProc);
+	dlock_reaper_wake->procno = GetNumberFromPGProc(MyProc);
 
 	for (;;)
 	{
@@ -290,7 +302,7 @@ dlock_reaper_main(Datum arg)
 		}
 
 		/* from here until we publish "next", every new lease wakes us */
-		pg_atomic_write_u64(&dlock_shared->reaper_wakeup, 0);
+		pg_atomic_write_u64(&dlock_reaper_wake->wakeup, 0);
 		pg_memory_barrier();
 
 		MemoryContextReset(cxt);
@@ -300,7 +312,7 @@ dlock_reaper_main(Datum arg)
 		/* a primary: tokens (and the token file) on its timeline */
 		dlock_tokens_prepare();
 		now = GetCurrentTimestamp();
-		for (i = 0; i < dlock_shared->nslots; i++)
+		for (i = 0; i < dlock_slots->nslots; i++)
 		{
 			DlockSlot  *slot = dlock_slot(i);
 			const DlockEntry *victim = NULL;
@@ -348,7 +360,7 @@ dlock_reaper_main(Datum arg)
 		}
 		MemoryContextSwitchTo(TopMemoryContext);
 
-		pg_atomic_write_u64(&dlock_shared->reaper_wakeup, (uint64) next);
+		pg_atomic_write_u64(&dlock_reaper_wake->wakeup, (uint64) next);
 		pg_memory_barrier();
 
 		/*

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "dlock.h"
+#include "sha256.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define DLOCK_SHA_NI 1

@@ -1,239 +1,75 @@
 /*
- * slots.c: the per-backend slots, and this backend's entries.
+ * slots.c: the per-backend slots in shared memory (slots.h), and reading
+ * them.
  *
- * Each backend owns one slot of shared memory (by its process number) and
- * is its only writer; the view and the reaper read every slot, retrying a
- * copy while its change counter is odd (dlock_read_slot).  Entries beyond the
- * slot's room live in backend-local "overflow" memory: their locks work, but
- * have no name in the view and no lease.
- *
- * Invariant: an entry is in use exactly while it is in this backend's index
- * (key, mode) -> ref, so that finding an entry costs the same with 10 or
- * 10,000 held names.  Everything that can fail or allocate (growing the index
- * or the overflow array) happens in dlock_entry_for, before the lock manager
- * is asked; marking an entry used or free (dlock_entry_start,
- * dlock_entry_free_if_unused) only moves what is already there, so it can
- * run inside a slot's change window.
+ * Invariant: dlock_slots is set only when the library was preloaded; every
+ * feature that needs shared memory (names in the view, leases, tokens,
+ * statistics, detached locks) checks that through dlock_require_preload,
+ * while plain locking works without it.
  */
 #include "postgres.h"
 
-#include "access/twophase.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
-#include "storage/proc.h"
-#include "utils/builtins.h"
-#include "utils/memutils.h"
-#include "utils/timestamp.h"
+#include "storage/shmem.h"
 
 #include "dlock.h"
+#include "changecount.h"
+#include "slots.h"
 
-bool		dlock_ready = false;
-DlockSlot  *dlock_my_slot = NULL;
-int			dlock_my_cap = 0;
-DlockEntry *dlock_overflow = NULL;
-
-static int	n_overflow = 0;		/* overflow[0 .. n_overflow) have been used */
-static int	max_overflow = 0;
-static int *free_overflow = NULL;	/* a stack of unused overflow refs */
-static int	n_free_overflow = 0;
-static int	free_in_slot = 0;	/* unused entries of the shared slot */
+DlockSlots *dlock_slots = NULL;
+int			dlock_max_locks_per_session = 64;
 
 /*
- * Sweeping the full slot for holds released behind dlock's back costs one
- * lock-table lookup per entry.  Each new entry earns one credit; a sweep
- * needs sweep_cost of them, which starts at dlock_my_cap, doubles (up to
- * SWEEP_COST_MAX times that) after every sweep that found nothing, and is
- * back at dlock_my_cap once this session frees a slot entry itself.  So a
- * session holding thousands of names pays well under one lookup per new name.
- * A session with fewer overflow entries in use than the slot has entries
- * sweeps whenever the slot is full (as pooled sessions after DISCARD ALL
- * need), and a lease needs a slot entry and sweeps whatever the credit.
+ * The error for a feature that needs the library preloaded; detail says
+ * what the feature keeps in shared memory.
  */
-#define SWEEP_COST_MAX 16
-static int	sweep_credit = 0;
-static int	sweep_cost = 0;
-
-/* ---- the index: (key, mode) -> ref, open addressing, linear probing ---- */
-
-typedef struct IndexEntry
+void
+dlock_require_preload(const char *detail)
 {
-	int64		key;
-	int32		ref;			/* -1: empty */
-	uint8		mode;
-} IndexEntry;
-
-static IndexEntry *index_tab = NULL;
-static uint32 index_mask = 0;
-static uint32 index_count = 0;
-
-static inline uint32
-index_home(int64 key, uint8 mode)
-{
-	/* keys are SHA-256 bits already; the multiply mixes in the mode */
-	return (uint32) ((((uint64) key ^ mode) * UINT64CONST(0x9E3779B97F4A7C15)) >> 32) &
-		index_mask;
+	if (dlock_slots == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("dlock must be loaded via \"shared_preload_libraries\""),
+				 errdetail_internal("%s", detail),
+				 errhint("Add dlock to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
-static void
-index_alloc(uint32 size)
-{
-	IndexEntry *old = index_tab;
-	uint32		oldsize = old ? index_mask + 1 : 0;
-	uint32		i;
-
-	index_tab = MemoryContextAlloc(TopMemoryContext, sizeof(IndexEntry) * size);
-	for (i = 0; i < size; i++)
-		index_tab[i].ref = -1;
-	index_mask = size - 1;
-	for (i = 0; i < oldsize; i++)
-	{
-		uint32		h;
-
-		if (old[i].ref < 0)
-			continue;
-		h = index_home(old[i].key, old[i].mode);
-		while (index_tab[h].ref >= 0)
-			h = (h + 1) & index_mask;
-		index_tab[h] = old[i];
-	}
-	if (old)
-		pfree(old);
-}
-
-static int
-index_find(int64 key, uint8 mode)
-{
-	uint32		h = index_home(key, mode);
-
-	for (;;)
-	{
-		IndexEntry *x = &index_tab[h];
-
-		if (x->ref < 0)
-			return -1;
-		if (x->key == key && x->mode == mode)
-			return x->ref;
-		h = (h + 1) & index_mask;
-	}
-}
-
-/* Room for one more, kept at most half full; may allocate. */
-static void
-index_reserve(void)
-{
-	if ((index_count + 1) * 2 > index_mask + 1)
-		index_alloc((index_mask + 1) * 2);
-}
-
-static void
-index_insert(int64 key, uint8 mode, int ref)
-{
-	uint32		h = index_home(key, mode);
-
-	Assert(index_count * 2 < index_mask + 1);
-	while (index_tab[h].ref >= 0)
-		h = (h + 1) & index_mask;
-	index_tab[h].key = key;
-	index_tab[h].mode = mode;
-	index_tab[h].ref = ref;
-	index_count++;
-}
-
-/* Remove, moving later entries of the probe run back into the gap. */
-static void
-index_delete(int64 key, uint8 mode)
-{
-	uint32		i = index_home(key, mode);
-	uint32		j;
-
-	while (index_tab[i].ref >= 0 &&
-		   !(index_tab[i].key == key && index_tab[i].mode == mode))
-		i = (i + 1) & index_mask;
-	if (index_tab[i].ref < 0)
-		return;
-	j = i;
-	for (;;)
-	{
-		uint32		home;
-
-		j = (j + 1) & index_mask;
-		if (index_tab[j].ref < 0)
-			break;
-		home = index_home(index_tab[j].key, index_tab[j].mode);
-		/* move j into the gap at i unless its home lies in (i, j] */
-		if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
-		{
-			index_tab[i] = index_tab[j];
-			i = j;
-		}
-	}
-	index_tab[i].ref = -1;
-	index_count--;
-}
-
-/* ---- the shared slots ---- */
-
-Size
-dlock_slot_size(int entries)
+static Size
+slot_size(int entries)
 {
 	return MAXALIGN(offsetof(DlockSlot, entries) + sizeof(DlockEntry) * entries);
+}
+
+Size
+dlock_slots_shmem_size(void)
+{
+	return add_size(MAXALIGN(sizeof(DlockSlots)),
+					mul_size(MaxBackends, slot_size(dlock_max_locks_per_session)));
+}
+
+/* At start-up, with AddinShmemInitLock held (shmem.c). */
+void
+dlock_slots_shmem_init(void)
+{
+	bool		found;
+	DlockSlots *s = ShmemInitStruct("dlock slots", dlock_slots_shmem_size(), &found);
+
+	dlock_slots = s;
+	if (found)
+		return;
+	memset(s, 0, dlock_slots_shmem_size());
+	s->nslots = MaxBackends;
+	s->entries_per_slot = dlock_max_locks_per_session;
+	s->slot_size = slot_size(dlock_max_locks_per_session);
+	for (int i = 0; i < s->nslots; i++)
+		pg_atomic_init_u32(&dlock_slot(i)->changecount, 0);
 }
 
 DlockSlot *
 dlock_slot(int i)
 {
-	return (DlockSlot *) ((char *) dlock_shared + MAXALIGN(sizeof(DlockShared)) +
-						  dlock_shared->slot_size * i);
-}
-
-/*
- * Copy a slot consistently: retry while its owner is in the middle of a
- * change.  The owner's changes are a few stores, so this rarely loops; if
- * the owner is descheduled or stopped in between, the reader sleeps a little
- * between tries and can be cancelled.
- */
-/*
- * The start of a consistent read of what changecount guards: waits while
- * the writer is inside (backing off, and taking interrupts, if that lasts)
- * and returns the counter to compare with after the copy.
- */
-uint32
-dlock_read_begin(pg_atomic_uint32 *changecount, int *tries)
-{
-	uint32		before;
-
-	(void) dlock_read_begin_within(changecount, tries, 0, &before);
-	return before;
-}
-
-/*
- * The same, giving up (false) once *tries reaches limit (> 0; 0: never)
- * while a writer keeps the counter odd: every thousandth try sleeps a
- * millisecond, so 5000 is about 5 ms of a writer that does not finish (a
- * process stopped inside its change window).
- */
-bool
-dlock_read_begin_within(pg_atomic_uint32 *changecount, int *tries, int limit,
-						uint32 *before)
-{
-	for (;;)
-	{
-		*before = pg_atomic_read_u32(changecount);
-
-		if (++*tries % 1000 == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			pg_usleep(1000L);
-		}
-		if ((*before & 1) == 0)
-		{
-			pg_read_barrier();
-			return true;
-		}
-		if (limit > 0 && *tries >= limit)
-			return false;
-		pg_spin_delay();
-	}
+	return (DlockSlot *) ((char *) dlock_slots + MAXALIGN(sizeof(DlockSlots)) +
+						  dlock_slots->slot_size * i);
 }
 
 /*
@@ -250,7 +86,7 @@ dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid 
 		uint32		before = dlock_read_begin(&src->changecount, &tries);
 		int			n = src->nused;
 
-		if (n < 0 || n > dlock_shared->entries_per_slot)
+		if (n < 0 || n > dlock_slots->entries_per_slot)
 			n = 0;				/* torn read; the recheck below retries */
 		*pid = src->pid;
 		*dbid = src->dbid;
@@ -282,452 +118,11 @@ dlock_read_slot(DlockSlot *src, DlockSlot *copy, int limit)
 		copy->generation = src->generation;
 		copy->dbid = src->dbid;
 		n = src->nused;
-		if (n < 0 || n > dlock_shared->entries_per_slot)
+		if (n < 0 || n > dlock_slots->entries_per_slot)
 			n = 0;				/* torn read; the recheck below retries */
 		copy->nused = n;
 		memcpy(copy->entries, src->entries, sizeof(DlockEntry) * n);
 		if (dlock_read_done(&src->changecount, before))
 			return true;
-	}
-}
-
-/*
- * Before the backend's exit releases its locks (ShutdownPostgres, which runs
- * after this): the holds that end with the session, counted in dlock_stats.
- * A hold that the lock manager no longer has (released behind dlock's back)
- * ended at a time nobody knows, and is not counted.  Nothing is counted for
- * these entries after this (the transaction's abort frees them later).
- */
-static void
-backend_exit_holds(int code, Datum arg)
-{
-	int			n = dlock_nrefs();
-	int			ref;
-
-	for (ref = 0; ref < n; ref++)
-	{
-		DlockEntry *e = dlock_entry_at(ref);
-
-		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
-		{
-			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
-			continue;
-		}
-		if (!e->inuse || !e->counted)
-			continue;
-		if (e->nsession + e->nxact > 0 && dlock_entry_lock_held(e))
-			dlock_stats_hold_ended(e);
-		dlock_change_begin(ref);
-		e->counted = 0;
-		dlock_change_end(ref);
-	}
-}
-
-/* At backend exit: the lock manager released the locks, we forget them. */
-static void
-backend_exit(int code, Datum arg)
-{
-	dlock_stats_flush();
-	if (dlock_my_slot == NULL)
-		return;
-	dlock_change_begin(0);
-	dlock_my_slot->nused = 0;
-	dlock_my_slot->pid = 0;
-	dlock_change_end(0);
-	dlock_my_slot = NULL;
-	dlock_my_cap = 0;
-}
-
-/* ---- this backend's entries ---- */
-
-void
-dlock_backend_setup(void)
-{
-	uint32		size = 64;
-
-	if (dlock_ready)
-		return;
-	if (dlock_shared != NULL && MyProc != NULL &&
-		GetNumberFromPGProc(MyProc) < dlock_shared->nslots)
-	{
-		dlock_my_slot = dlock_slot(GetNumberFromPGProc(MyProc));
-		dlock_my_cap = dlock_shared->entries_per_slot;
-		dlock_change_begin(0);
-		dlock_my_slot->pid = MyProcPid;
-		dlock_my_slot->generation++;
-		dlock_my_slot->dbid = MyDatabaseId;
-		dlock_my_slot->nused = 0;
-		for (int i = 0; i < dlock_my_cap; i++)
-			dlock_my_slot->entries[i].inuse = 0;
-		dlock_change_end(0);
-		on_shmem_exit(backend_exit, (Datum) 0);
-		before_shmem_exit(backend_exit_holds, (Datum) 0);
-	}
-	free_in_slot = dlock_my_cap;
-	sweep_credit = sweep_cost = dlock_my_cap;
-	while (size < (uint32) dlock_my_cap * 4)
-		size *= 2;
-	index_alloc(size);
-	dlock_xact_setup();
-	dlock_stats_backend_setup();
-	dlock_ready = true;
-}
-
-int
-dlock_find_entry(int64 key, uint8 mode)
-{
-	return index_find(key, mode);
-}
-
-/* Refs 0 .. dlock_nrefs()-1 cover every entry that may be in use. */
-int
-dlock_nrefs(void)
-{
-	return dlock_my_cap + n_overflow;
-}
-
-/*
- * Forget every session hold in the shared slot that the lock manager no
- * longer has; true if that freed an entry.
- */
-static bool
-sweep_stale_entries(void)
-{
-	bool		freed = false;
-	int			i;
-
-	for (i = 0; i < dlock_my_slot->nused; i++)
-	{
-		DlockEntry *e = &dlock_my_slot->entries[i];
-
-		if (!e->inuse || e->nsession == 0 || e->nxact > 0 ||
-			e->waiting != DLOCK_WAIT_NONE)
-			continue;
-		if (!dlock_entry_lock_held(e))
-		{
-			dlock_forget_stale_session_hold(i);
-			freed = true;
-		}
-	}
-	return freed;
-}
-
-static int
-free_slot_entry(void)
-{
-	int			i;
-
-	if (free_in_slot == 0)
-		return -1;
-	for (i = 0; i < dlock_my_cap; i++)
-		if (!dlock_my_slot->entries[i].inuse)
-			return i;
-	return -1;
-}
-
-/* dlock.max_held_locks as it applies: -1 is a quarter of the lock table. */
-static uint32
-held_limit(void)
-{
-	int64		table;
-
-	if (dlock_max_held_locks >= 0)
-		return (uint32) dlock_max_held_locks;
-	table = (int64) max_locks_per_xact * (MaxBackends + max_prepared_xacts);
-	return (uint32) Max(Min(table / 4, (int64) INT_MAX), 1);
-}
-
-/*
- * No single session may fill the server's lock table through dlock: a new
- * name beyond dlock.max_held_locks is refused (holds released behind dlock's
- * back are dropped first).
- */
-static void
-check_held_limit(const DlockName *name)
-{
-	uint32		limit = held_limit();
-
-	if (likely(index_count < limit))
-		return;
-	dlock_forget_released_session_holds();
-	if (index_count < limit)
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("cannot take lock \"%s\": this session holds or awaits %u named locks",
-					dlock_display_name(name), index_count),
-			 errdetail("dlock.max_held_locks (%u) keeps a single session from filling the server's lock table.",
-					   limit),
-			 errhint("Release named locks that are no longer needed, or raise \"dlock.max_held_locks\".")));
-}
-
-/*
- * The entry to use for (key, mode): the existing one, or a free one (not yet
- * marked in use).  Allocation happens here, before any lock is taken.
- */
-int
-dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
-{
-	int			ref = index_find(name->key, mode);
-
-	if (ref >= 0)
-	{
-		if (need_shared && ref >= dlock_my_cap)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
-					 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
-							   dlock_my_cap),
-					 errhint("Release it and take it again once fewer named locks are held, or raise dlock.max_locks_per_session.")));
-		return ref;
-	}
-	check_held_limit(name);
-	index_reserve();
-	if (sweep_credit < SWEEP_COST_MAX * dlock_my_cap)
-		sweep_credit++;
-	if ((ref = free_slot_entry()) >= 0)
-		return ref;
-
-	/* full: drop holds released behind dlock's back, then look again */
-	if (dlock_my_cap > 0 &&
-		(need_shared || sweep_credit >= sweep_cost ||
-		 n_overflow - n_free_overflow < dlock_my_cap))
-	{
-		sweep_credit = 0;
-		if (sweep_stale_entries() && (ref = free_slot_entry()) >= 0)
-			return ref;
-		sweep_cost = Min(sweep_cost * 2, SWEEP_COST_MAX * dlock_my_cap);
-	}
-	if (need_shared)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
-				 errdetail("This session already holds %d named locks, the most that dlock.max_locks_per_session allows leases for.",
-						   dlock_my_cap),
-				 errhint("Release some named locks, or raise dlock.max_locks_per_session.")));
-	if (n_free_overflow > 0)
-		return free_overflow[n_free_overflow - 1];
-	if (n_overflow == max_overflow)
-	{
-		int			newmax = Max(8, max_overflow * 2);
-
-		/* each array on its own, so that a failed allocation leaves no mix */
-		if (free_overflow == NULL)
-			free_overflow = MemoryContextAlloc(TopMemoryContext, sizeof(int) * newmax);
-		else
-			free_overflow = repalloc(free_overflow, sizeof(int) * newmax);
-		if (dlock_overflow == NULL)
-			dlock_overflow = MemoryContextAllocZero(TopMemoryContext,
-													sizeof(DlockEntry) * newmax);
-		else
-		{
-			dlock_overflow = repalloc(dlock_overflow, sizeof(DlockEntry) * newmax);
-			memset(&dlock_overflow[max_overflow], 0,
-				   sizeof(DlockEntry) * (newmax - max_overflow));
-		}
-		max_overflow = newmax;
-	}
-	free_overflow[n_free_overflow++] = dlock_my_cap + n_overflow++;
-	return free_overflow[n_free_overflow - 1];
-}
-
-/* Take a free entry out of the free lists; no allocation. */
-static void
-take_free(int ref)
-{
-	if (ref < dlock_my_cap)
-	{
-		free_in_slot--;
-		if (ref >= dlock_my_slot->nused)
-			dlock_my_slot->nused = ref + 1;
-		return;
-	}
-	/* dlock_entry_for handed out the top of the stack; look further if not */
-	for (int i = n_free_overflow - 1; i >= 0; i--)
-		if (free_overflow[i] == ref)
-		{
-			free_overflow[i] = free_overflow[--n_free_overflow];
-			return;
-		}
-}
-
-/*
- * (Re)start an entry as a new hold of name, or as a wait for it.  The entry
- * came from dlock_entry_for, so the index has room for it.
- */
-void
-dlock_entry_start(int ref, const DlockName *name, uint8 mode)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	if (!e->inuse)
-	{
-		take_free(ref);
-		index_insert(name->key, mode, ref);
-	}
-	e->key = name->key;
-	e->mode = mode;
-	e->namelen = name->len;
-	memcpy(e->name, name->utf8, name->len);
-	e->nsession = 0;
-	e->nxact = 0;
-	e->waiting = DLOCK_WAIT_NONE;
-	e->token = 0;
-	e->lease_expires = 0;
-	e->lease_us = 0;
-	e->since = GetCurrentTimestamp();
-	e->counted = 0;
-	e->inuse = 1;
-}
-
-/* Forget an entry that no longer holds or awaits anything. */
-void
-dlock_entry_free_if_unused(int ref)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	if (!e->inuse || e->nsession > 0 || e->nxact > 0 ||
-		e->waiting != DLOCK_WAIT_NONE)
-		return;
-	index_delete(e->key, e->mode);
-	e->inuse = 0;
-	e->lease_expires = 0;
-	if (ref < dlock_my_cap)
-	{
-		free_in_slot++;
-		sweep_cost = dlock_my_cap;
-		while (dlock_my_slot->nused > 0 &&
-			   !dlock_my_slot->entries[dlock_my_slot->nused - 1].inuse)
-			dlock_my_slot->nused--;
-	}
-	else
-		free_overflow[n_free_overflow++] = ref;
-}
-
-/*
- * Does the lock manager still have this entry's hold (any scope)?  A
- * session hold with a lease is still dlock's only while its lease marker is
- * held too: a lock of the same key taken afresh after DISCARD ALL or
- * pg_advisory_unlock_all (which drop the marker) is another hold.
- */
-bool
-dlock_entry_lock_held(const DlockEntry *e)
-{
-	LOCKTAG		tag;
-
-	dlock_set_locktag(&tag, e->key);
-	if (!dlock_lock_held_by_me(&tag, DlockLockMode(e->mode)))
-		return false;
-	if (e->lease_expires != 0 && e->nxact == 0 && e->nsession > 0)
-		return dlock_marker_held(e->key, e->mode);
-	return true;
-}
-
-bool
-dlock_marker_held(int64 key, uint8 mode)
-{
-	LOCKTAG		tag;
-
-	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
-	return dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE);
-}
-
-/* Take the lease marker of a session hold; an error if the lock table is full. */
-void
-dlock_marker_take(int64 key, uint8 mode)
-{
-	LOCKTAG		tag;
-
-	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
-	if (!dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE))
-		(void) LockAcquire(&tag, DLOCK_MARKER_MODE, true, true);
-}
-
-void
-dlock_marker_drop(int64 key, uint8 mode)
-{
-	LOCKTAG		tag;
-
-	dlock_set_marker_tag(&tag, MyDatabaseId, key, mode);
-	if (dlock_lock_held_by_me(&tag, DLOCK_MARKER_MODE))
-		LockRelease(&tag, DLOCK_MARKER_MODE, true);
-}
-
-/*
- * The lock manager said "not available" for a mode this backend supposedly
- * held at session level: it was released behind dlock's back (for example
- * by pg_advisory_unlock_all() or DISCARD ALL).  Transaction-scope holds can
- * only end with their (sub)transaction, which xact.c follows.
- */
-void
-dlock_forget_stale_session_hold(int ref)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	if (!e->inuse || e->nsession == 0)
-		return;
-	dlock_end_session_part(ref);
-}
-
-/*
- * The session part of entry ref is over (released, or gone behind dlock's
- * back): its lease marker goes, and the entry if nothing else holds it.
- */
-void
-dlock_end_session_part(int ref)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	if (e->lease_expires != 0)
-		dlock_marker_drop(e->key, e->mode);
-	dlock_change_begin(ref);
-	e->nsession = 0;
-	dlock_entry_free_if_unused(ref);
-	dlock_change_end(ref);
-}
-
-/*
- * A session part with a lease whose marker is gone was released behind
- * dlock's back (DISCARD ALL, pg_advisory_unlock_all), even while a
- * transaction-scope hold of the entry keeps the lock itself: forget it.
- * Costs a lookup only for an entry with a lease.
- */
-void
-dlock_drop_stale_session_part(int ref)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	if (e->lease_expires == 0 || !e->inuse || e->nsession == 0 ||
-		dlock_marker_held(e->key, e->mode))
-		return;
-	dlock_end_session_part(ref);
-}
-
-/*
- * After DISCARD ALL (dlock.c), which releases every session-level advisory
- * lock: forget every session hold the lock manager no longer has, so that
- * the view and the reaper never take a lock of the same key taken afresh
- * for the old hold.
- */
-void
-dlock_forget_released_session_holds(void)
-{
-	int			n;
-	int			ref;
-
-	if (!dlock_ready)
-		return;
-	n = dlock_nrefs();
-	for (ref = 0; ref < n; ref++)
-	{
-		DlockEntry *e = dlock_entry_at(ref);
-
-		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
-		{
-			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
-			continue;
-		}
-		if (e->inuse && e->nsession > 0 && !dlock_entry_lock_held(e))
-			dlock_forget_stale_session_hold(ref);
 	}
 }

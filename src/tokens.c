@@ -35,14 +35,99 @@
 #include <unistd.h>
 
 #include "access/xlog.h"
+#include "access/xlogdefs.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+
 #include "dlock.h"
+#include "entries.h"
+#include "name.h"
+#include "slots.h"
+#include "tokens.h"
 
 PG_FUNCTION_INFO_V1(dlock_token);
+
+/*
+ * A fencing token is  timeline * DLOCK_TOKEN_SPAN + n,  n in 1 .. SPAN - 1
+ * (above; README.md "High availability").  Decimal, so that a token shows
+ * its timeline: 30000000000042 is the 42nd token of timeline 3.
+ */
+#define DLOCK_TOKEN_SPAN INT64CONST(10000000000000)	/* 10^13 */
+#define DLOCK_TOKEN_MAX_TIMELINE (PG_INT64_MAX / DLOCK_TOKEN_SPAN - 1) /* 922336 */
+
+/*
+ * DlockTokens.token_state.  A hold that got no token keeps, in place of it,
+ * DLOCK_NO_TOKEN(the state that was the reason): a number <= 0.
+ */
+#define DLOCK_TOKENS_NOT_STARTED	0	/* in recovery: a standby's holds */
+#define DLOCK_TOKENS_ON				1
+#define DLOCK_TOKENS_FILE_FAILED	2	/* tried again after DLOCK_TOKEN_RETRY_US */
+#define DLOCK_TOKENS_USED_UP		3	/* this timeline's tokens are used up */
+#define DLOCK_TOKENS_BAD_TIMELINE	4	/* beyond DLOCK_TOKEN_MAX_TIMELINE */
+#define DLOCK_TOKENS_FILE_AHEAD		5	/* the file has a later timeline's
+										 * tokens; until the next start */
+#define DLOCK_NO_TOKEN(state)	(-(int64) (state))
+
+/* A token file that could not be read or written is tried again after: */
+#define DLOCK_TOKEN_RETRY_US ((int64) 10 * 1000 * 1000)
+
+/* The file, relative to the data directory, that holds the token ceiling. */
+#define DLOCK_TOKEN_FILE "pg_dlock_tokens"
+
+/* The part of shared memory (shmem.c). */
+typedef struct DlockTokens
+{
+	LWLock	   *token_lock;	/* serialises starting the counter and
+								 * extending the token ceiling */
+	pg_atomic_uint32 token_state;	/* DLOCK_TOKENS_* */
+	pg_atomic_uint64 token_next;	/* next token to hand out */
+	pg_atomic_uint64 token_ceiling; /* tokens < ceiling are reserved on disk */
+	uint64		token_limit;	/* tokens of this timeline are below this */
+	uint64		token_block;	/* dlock.token_reserve */
+	TimeLineID	token_timeline; /* the timeline in tokens (the server's, plus
+								 * token_offset) */
+	uint32		token_offset;	/* added to the timeline: see tokens_start */
+	pg_atomic_uint64 token_retry_at;	/* FILE_FAILED: when to try again */
+} DlockTokens;
+
+static DlockTokens *tokens = NULL;
+int			dlock_token_reserve = DLOCK_TOKEN_RESERVE_DEFAULT;
+
+Size
+dlock_tokens_shmem_size(void)
+{
+	return MAXALIGN(sizeof(DlockTokens));
+}
+
+void
+dlock_tokens_shmem_request(void)
+{
+	RequestNamedLWLockTranche("dlock", 1);
+}
+
+/* At start-up, with AddinShmemInitLock held (shmem.c). */
+void
+dlock_tokens_shmem_init(void)
+{
+	bool		found;
+
+	tokens = ShmemInitStruct("dlock tokens", dlock_tokens_shmem_size(), &found);
+	if (found)
+		return;
+	memset(tokens, 0, sizeof(DlockTokens));
+	tokens->token_lock = &(GetNamedLWLockTranche("dlock"))->lock;
+	tokens->token_block = dlock_token_reserve;
+	/* tokens start with the first one asked for after recovery */
+	pg_atomic_init_u32(&tokens->token_state, DLOCK_TOKENS_NOT_STARTED);
+	pg_atomic_init_u64(&tokens->token_next, 0);
+	pg_atomic_init_u64(&tokens->token_ceiling, 0);
+	pg_atomic_init_u64(&tokens->token_retry_at, 0);
+}
 
 /*
  * On-disk form of the token ceiling.  Version 2 (dlock 1.2) adds the
@@ -235,7 +320,7 @@ token_file_io(DlockTokenFile *file, bool do_write, uint64 ceiling, uint32 tli_of
 }
 
 static void
-log_used_up(DlockShared *s)
+log_used_up(DlockTokens *s)
 {
 	ereport(LOG,
 			(errmsg("fencing tokens of timeline %u are used up", s->token_timeline),
@@ -244,7 +329,7 @@ log_used_up(DlockShared *s)
 
 /* A token file that failed: is it time to try again (or did the clock go back)? */
 static bool
-retry_due(DlockShared *s)
+retry_due(DlockTokens *s)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz at = (TimestampTz) pg_atomic_read_u64(&s->token_retry_at);
@@ -273,7 +358,7 @@ retry_due(DlockShared *s)
  * token does so where an error gives its grant back).
  */
 static void
-token_lock_acquire(DlockShared *s)
+token_lock_acquire(DlockTokens *s)
 {
 	while (!LWLockConditionalAcquire(s->token_lock, LW_EXCLUSIVE))
 	{
@@ -283,7 +368,7 @@ token_lock_acquire(DlockShared *s)
 }
 
 static uint32
-tokens_start(DlockShared *s, bool wait)
+tokens_start(DlockTokens *s, bool wait)
 {
 	uint32		state;
 
@@ -384,7 +469,7 @@ tokens_start(DlockShared *s, bool wait)
 void
 dlock_tokens_prepare(void)
 {
-	DlockShared *s = dlock_shared;
+	DlockTokens *s = tokens;
 
 	if (pg_atomic_read_u32(&s->token_state) == DLOCK_TOKENS_NOT_STARTED &&
 		!RecoveryInProgress())
@@ -397,7 +482,7 @@ dlock_tokens_prepare(void)
  * however far earlier failures to write have pushed the counter.
  */
 static int64
-tokens_reserve(DlockShared *s, uint64 t)
+tokens_reserve(DlockTokens *s, uint64 t)
 {
 	int64		result = (int64) t;
 
@@ -434,7 +519,7 @@ tokens_reserve(DlockShared *s, uint64 t)
 int64
 dlock_next_token(void)
 {
-	DlockShared *s = dlock_shared;
+	DlockTokens *s = tokens;
 	uint32		state;
 	uint64		t;
 
@@ -472,7 +557,7 @@ dlock_next_token(void)
 int
 dlock_no_token_detail(int64 token)
 {
-	DlockShared *s = dlock_shared;
+	DlockTokens *s = tokens;
 
 	switch ((uint32) -token)
 	{

@@ -8,29 +8,22 @@
  *
  * Detached locks are not transaction-scope, but their acquisition is undone
  * if the transaction (or subtransaction) that made it rolls back
- * (detached.c).
+ * (detached_xact.c).
  *
- * Invariant: xact_holds lists exactly the transaction-scope holds the lock
- * manager has for this backend, each with the subtransaction that owns it;
- * room for one more is reserved before a lock is asked for, so recording a
- * grant cannot fail.
+ * Invariant: dlock_xact_holds (entries.h) lists exactly the
+ * transaction-scope holds the lock manager has for this backend, each with
+ * the subtransaction that owns it.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "utils/memutils.h"
 
 #include "dlock.h"
-
-typedef struct XactHold
-{
-	int			ref;
-	SubTransactionId subid;
-} XactHold;
-
-static XactHold *xact_holds = NULL;
-static int	n_xact_holds = 0;
-static int	max_xact_holds = 0;
+#include "detached.h"
+#include "entries.h"
+#include "leases.h"
+#include "stats.h"
+#include "xact.h"
 
 static void xact_callback(XactEvent event, void *arg);
 static void subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -64,43 +57,15 @@ dlock_xact_callback_first(void)
 	RegisterXactCallback(xact_callback, NULL);
 }
 
-void
-dlock_reserve_xact_hold(void)
-{
-	if (n_xact_holds < max_xact_holds)
-		return;
-	if (xact_holds == NULL)
-	{
-		max_xact_holds = 16;
-		xact_holds = MemoryContextAlloc(TopMemoryContext,
-										sizeof(XactHold) * max_xact_holds);
-	}
-	else
-	{
-		xact_holds = repalloc(xact_holds, sizeof(XactHold) * max_xact_holds * 2);
-		max_xact_holds *= 2;
-	}
-}
-
-/* Record a transaction-scope grant; room was reserved before the lock. */
-void
-dlock_add_xact_hold(int ref)
-{
-	Assert(n_xact_holds < max_xact_holds);
-	xact_holds[n_xact_holds].ref = ref;
-	xact_holds[n_xact_holds].subid = GetCurrentSubTransactionId();
-	n_xact_holds++;
-}
-
 /*
- * The hold's end is counted in dlock_stats when its entry is freed: also at
+ * The end of transaction-scope hold i.  The hold's end is counted in dlock_stats when its entry is freed: also at
  * PREPARE, where the lock passes to the prepared transaction (README.md
  * "Monitoring").
  */
 static void
 drop_xact_hold(int i)
 {
-	int			ref = xact_holds[i].ref;
+	int			ref = dlock_xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
 
 	dlock_change_begin(ref);
@@ -110,7 +75,7 @@ drop_xact_hold(int i)
 	dlock_change_end(ref);
 	if (!e->inuse)
 		dlock_stats_hold_ended(e);
-	xact_holds[i] = xact_holds[--n_xact_holds];
+	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
 }
 
 /*
@@ -183,8 +148,8 @@ xact_callback(XactEvent event, void *arg)
 			dlock_detached_xact_end(event != XACT_EVENT_ABORT &&
 									event != XACT_EVENT_PARALLEL_ABORT);
 			dlock_forget_released_expired();
-			while (n_xact_holds > 0)
-				drop_xact_hold(n_xact_holds - 1);
+			while (dlock_n_xact_holds > 0)
+				drop_xact_hold(dlock_n_xact_holds - 1);
 			dlock_forget_released_leased();
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();
@@ -207,15 +172,15 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		/* the lock manager hands the locks to the parent; so do we */
-		for (i = 0; i < n_xact_holds; i++)
-			if (xact_holds[i].subid == mySubid)
-				xact_holds[i].subid = parentSubid;
+		for (i = 0; i < dlock_n_xact_holds; i++)
+			if (dlock_xact_holds[i].subid == mySubid)
+				dlock_xact_holds[i].subid = parentSubid;
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		/* the lock manager releases the locks of the subtransaction */
-		for (i = n_xact_holds - 1; i >= 0; i--)
-			if (xact_holds[i].subid == mySubid)
+		for (i = dlock_n_xact_holds - 1; i >= 0; i--)
+			if (dlock_xact_holds[i].subid == mySubid)
 				drop_xact_hold(i);
 	}
 }

@@ -1,8 +1,7 @@
 /*
- * view.c: the dlock_locks view (dlock_locks()) and dlock_names().
+ * view_locks.c: the dlock_locks view (dlock_locks()).
  *
- * dlock_names() returns what every backend's slot and every detached hold
- * says is held or awaited.  dlock_locks() joins the same with the lock
+ * It joins what dlock_names() returns (view_names.c) with the lock
  * manager's advisory locks (what pg_locks shows), which are the truth about
  * what is held: a name that the lock manager does not confirm is not shown,
  * and a lock without a name is shown without one.  It also adds the role,
@@ -30,272 +29,11 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "name.h"
+#include "slots.h"
+#include "view.h"
 
-PG_FUNCTION_INFO_V1(dlock_names);
 PG_FUNCTION_INFO_V1(dlock_locks);
-
-#define DLOCK_NAMES_COLS 15
-
-/*
- * The stored UTF-8 name in the database encoding, or NULL where it has a
- * character the encoding lacks (a name taken in another database).
- */
-Datum
-dlock_name_datum(const char *name, int namelen, bool *isnull)
-{
-	int			enc = GetDatabaseEncoding();
-	Oid			proc;
-	char	   *buf;
-	int			done;
-
-	*isnull = false;
-	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
-		return PointerGetDatum(cstring_to_text_with_len(name, namelen));
-	if (pg_encoding_verifymbstr(PG_UTF8, name, namelen) != namelen ||
-		!OidIsValid(proc = FindDefaultConversionProc(PG_UTF8, enc)))
-	{
-		*isnull = true;
-		return (Datum) 0;
-	}
-	buf = palloc((Size) namelen * MAX_CONVERSION_GROWTH + 1);
-	done = pg_do_encoding_conversion_buf(proc, PG_UTF8, enc,
-										 (unsigned char *) name, namelen,
-										 (unsigned char *) buf,
-										 namelen * MAX_CONVERSION_GROWTH + 1,
-										 true);
-	if (done != namelen)
-	{
-		*isnull = true;
-		return (Datum) 0;
-	}
-	return PointerGetDatum(cstring_to_text(buf));
-}
-
-/*
- * The name of database dbid as a "name" Datum, or as_text a "text" one
- * (NULL: dropped), remembered until dlock_database_names_reset: a view has
- * few databases and many rows.
- */
-static Oid	db_cache_oid[8];
-static Datum db_cache_name[8][2];
-static int	db_cache_n = 0;
-
-void
-dlock_database_names_reset(void)
-{
-	db_cache_n = 0;
-}
-
-Datum
-dlock_database_name(Oid dbid, bool as_text, bool *isnull)
-{
-	char	   *dbname;
-	Datum		d[2] = {(Datum) 0, (Datum) 0};
-	int			i;
-
-	for (i = 0; i < db_cache_n; i++)
-		if (db_cache_oid[i] == dbid)
-		{
-			*isnull = (db_cache_name[i][as_text] == (Datum) 0);
-			return db_cache_name[i][as_text];
-		}
-	dbname = get_database_name(dbid);
-	if (dbname != NULL)
-	{
-		Name		n = (Name) palloc0(NAMEDATALEN);
-
-		namestrcpy(n, dbname);
-		d[0] = NameGetDatum(n);
-		d[1] = CStringGetTextDatum(dbname);
-	}
-	if (db_cache_n < (int) lengthof(db_cache_oid))
-	{
-		db_cache_oid[db_cache_n] = dbid;
-		db_cache_name[db_cache_n][0] = d[0];
-		db_cache_name[db_cache_n][1] = d[1];
-		db_cache_n++;
-	}
-	*isnull = (d[as_text] == (Datum) 0);
-	return d[as_text];
-}
-
-/* An interval of us microseconds. */
-Datum
-dlock_interval_datum(int64 us)
-{
-	Interval   *iv = palloc0(sizeof(Interval));
-
-	iv->time = us;
-	return IntervalPGetDatum(iv);
-}
-
-/*
- * A client's address as pg_stat_activity.client_addr shows it; "" for a
- * Unix socket or none.
- */
-void
-dlock_client_address(const PgBackendStatus *be, char *buf)
-{
-	buf[0] = '\0';
-	if (be == NULL)
-		return;
-	if (be->st_clientaddr.addr.ss_family != AF_INET &&
-		be->st_clientaddr.addr.ss_family != AF_INET6)
-		return;
-	if (pg_getnameinfo_all(&be->st_clientaddr.addr, be->st_clientaddr.salen,
-						   buf, DLOCK_CLIENT_MAX, NULL, 0, NI_NUMERICHOST) != 0)
-	{
-		buf[0] = '\0';
-		return;
-	}
-	clean_ipv6_addr(be->st_clientaddr.addr.ss_family, buf);
-}
-
-/* May the current user see the client address of a session of role? */
-static bool
-may_see_client(Oid role)
-{
-	return has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS) ||
-		has_privs_of_role(GetUserId(), role);
-}
-
-/*
- * Call fn for every name a backend's slot or a detached hold says is held
- * or awaited: with the entry (e) or the hold (h), the other NULL; both are
- * copies that last only until fn returns.
- */
-typedef void (*name_fn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
-						 const DlockHold *h);
-
-static void
-for_each_name(name_fn fn, void *arg)
-{
-	DlockHold	hold;
-	DlockEntry *buf;
-	int			pid;
-	int			i;
-
-	if (dlock_shared == NULL)
-		return;
-	/* one buffer for every slot: what fn is given lives until the next slot */
-	buf = palloc(sizeof(DlockEntry) * Max(dlock_shared->entries_per_slot, 1));
-	for (i = 0; i < dlock_shared->nslots; i++)
-	{
-		DlockSlot  *slot = dlock_slot(i);
-		Oid			dbid;
-		int			n;
-		int			j;
-
-		if (slot->pid == 0 || slot->nused <= 0) /* unlocked peek; the copy
-												 * is what counts */
-			continue;
-		n = dlock_read_slot_entries(slot, buf, dlock_shared->entries_per_slot, &pid, &dbid);
-		for (j = 0; j < n; j++)
-			if (buf[j].inuse && pid != 0)
-				fn(arg, pid, dbid, &buf[j], NULL);
-	}
-	pfree(buf);
-
-	/* the detached locks: the lock holder's, then each waiter's */
-	pid = dlock_shared->holder_pid;
-	for (i = 0; pid != 0 && i < dlock_shared->max_holds; i++)
-	{
-		DlockHold  *h = dlock_hold(i);
-
-		if (h->state == DLOCK_HOLD_FREE)	/* unlocked peek */
-			continue;
-		dlock_read_hold(h, &hold);
-		if (hold.state != DLOCK_HOLD_FREE)
-			fn(arg, pid, hold.dbid, NULL, &hold);
-	}
-	for (i = 0; i < dlock_shared->nwaiters; i++)
-	{
-		DlockWaiter *w = dlock_waiter(i);
-
-		pid = w->worker_pid;
-		if (pid == 0 || w->hold.state == DLOCK_HOLD_FREE)
-			continue;
-		dlock_read_hold(&w->hold, &hold);
-		if (hold.state != DLOCK_HOLD_FREE)
-			fn(arg, pid, hold.dbid, NULL, &hold);
-	}
-}
-
-static const char *
-lock_mode_text(uint8 mode)
-{
-	return mode == DLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
-}
-
-/* ---- dlock_names() ---- */
-
-static void
-put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) arg;
-	Datum		values[DLOCK_NAMES_COLS];
-	bool		nulls[DLOCK_NAMES_COLS];
-
-	memset(nulls, 0, sizeof(nulls));
-	values[0] = Int32GetDatum(pid);
-	values[1] = ObjectIdGetDatum(dbid);
-	if (e != NULL)
-	{
-		values[2] = Int64GetDatum(e->key);
-		values[3] = CStringGetTextDatum(lock_mode_text(e->mode));
-		values[4] = dlock_name_datum(e->name, e->namelen, &nulls[4]);
-		values[5] = Int32GetDatum(e->nsession);
-		values[6] = Int32GetDatum(e->nxact);
-		if (e->waiting == DLOCK_WAIT_NONE)
-			nulls[7] = true;
-		else
-			values[7] = CStringGetTextDatum(e->waiting == DLOCK_WAIT_XACT ?
-											"transaction" : "session");
-		values[8] = TimestampTzGetDatum(e->since);
-		values[9] = TimestampTzGetDatum(e->lease_expires);
-		nulls[9] = (e->lease_expires == 0);
-		values[10] = Int64GetDatum(e->token);
-		nulls[10] = (e->token <= 0);	/* none: DLOCK_NO_TOKEN() */
-		values[11] = BoolGetDatum(false);
-		nulls[12] = nulls[13] = nulls[14] = true;
-	}
-	else
-	{
-		values[2] = Int64GetDatum(h->key);
-		values[3] = CStringGetTextDatum(lock_mode_text(h->mode));
-		values[4] = dlock_name_datum(h->name, h->namelen, &nulls[4]);
-		values[5] = Int32GetDatum(0);
-		values[6] = Int32GetDatum(0);
-		if (h->state == DLOCK_HOLD_WAITING)
-			values[7] = CStringGetTextDatum("detached");
-		else
-			nulls[7] = true;
-		values[8] = TimestampTzGetDatum(h->since);
-		values[9] = TimestampTzGetDatum(h->lease_expires);
-		nulls[9] = (h->state != DLOCK_HOLD_HELD);
-		values[10] = Int64GetDatum(h->token);
-		nulls[10] = (h->state != DLOCK_HOLD_HELD);
-		values[11] = BoolGetDatum(true);
-		values[12] = CStringGetTextDatum(h->rolname);
-		values[13] = CStringGetTextDatum(h->appname);
-		values[14] = CStringGetTextDatum(h->client);
-		/* as pg_stat_activity: the address only to the role and pg_read_all_stats */
-		nulls[14] = (h->client[0] == '\0' || !may_see_client(h->role));
-	}
-	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-}
-
-Datum
-dlock_names(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
-	InitMaterializedSRF(fcinfo, 0);
-	for_each_name(put_name, rsinfo);
-	return (Datum) 0;
-}
-
-/* ---- dlock_locks() ---- */
 
 typedef struct NameKey
 {
@@ -462,7 +200,7 @@ names_expected(void)
 	int			n = 64;
 	int			i;
 
-	for (i = 0; dlock_shared != NULL && i < dlock_shared->nslots; i++)
+	for (i = 0; dlock_preloaded() && i < dlock_slots->nslots; i++)
 	{
 		DlockSlot  *slot = dlock_slot(i);
 
@@ -513,7 +251,7 @@ activity_by_pid(void)
 			a->user = CStringGetTextDatum(user);
 		a->appname = CStringGetTextDatum(be->st_appname ? be->st_appname : "");
 		dlock_client_address(be, client);
-		a->client = (client[0] == '\0' || !may_see_client(be->st_userid)) ? (Datum) 0 :
+		a->client = (client[0] == '\0' || !dlock_may_see_client(be->st_userid)) ? (Datum) 0 :
 			DirectFunctionCall1(inet_in, CStringGetDatum(client));
 	}
 	return tab;
@@ -588,7 +326,7 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	{
 		values[7] = CStringGetTextDatum(h->rolname);
 		values[8] = CStringGetTextDatum(h->appname);
-		if (h->client[0] == '\0' || !may_see_client(h->role))
+		if (h->client[0] == '\0' || !dlock_may_see_client(h->role))
 			nulls[9] = true;
 		else
 			values[9] = DirectFunctionCall1(inet_in, CStringGetDatum(h->client));
@@ -730,7 +468,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_database_names_reset();
 	name_table_init(&names, names_expected());
-	for_each_name(index_name, &names);
+	dlock_each_name(index_name, &names);
 	call.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	call.names = &names;
 	call.activity = activity_by_pid();

@@ -1,0 +1,34 @@
+/*
+ * detached_caller.h: the caller's side of the detached-lock protocol, for
+ * its own files: a request and its answer (request.c), the acquisitions of
+ * the current transaction (detached_xact.c), a waited acquisition
+ * (detached_wait.c).  Only those and detached.c include it.
+ */
+#ifndef DLOCK_DETACHED_CALLER_H
+#define DLOCK_DETACHED_CALLER_H
+
+#include "protocol.h"
+
+/* request.c */
+extern bool dlock_idle_request(DlockRequest **rp, TimestampTz deadline);
+extern bool dlock_send_request(DlockRequest *r, int target_pid, int target_procno,
+							   TimestampTz deadline);
+extern void dlock_raise_error(const DlockError *e);
+extern void dlock_sleep_on_latch(long ms);
+extern void dlock_request_exit(void);
+
+/* detached_xact.c */
+extern void dlock_reserve_acquired(void);
+extern void dlock_record_acquired(bool waiter, int index, uint64 use);
+extern void dlock_note_pending_undo(int index, uint64 ticket);
+extern void dlock_wait_pending_undos(TimestampTz deadline);
+extern void dlock_count_detached(const DlockHold *h, int event, int64 us);
+extern void dlock_acquired_exit(void);
+
+/* detached_wait.c */
+extern int64 dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl,
+								   TimestampTz deadline, int64 lease_us);
+extern void dlock_no_token_error(const DlockName *name, int64 token);
+extern void dlock_wait_exit(void);
+
+#endif							/* DLOCK_DETACHED_CALLER_H */

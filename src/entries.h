@@ -1,0 +1,113 @@
+/*
+ * entries.h: this backend's entries, one for each (key, mode) it holds or
+ * awaits (entries.c).
+ *
+ * A "ref" names one: 0 .. dlock_my_cap-1 are the entries of this backend's
+ * shared slot (slots.h), dlock_my_cap and up are backend-local overflow
+ * entries (no name in the view, no lease).  Only this backend writes them,
+ * each change between dlock_change_begin and dlock_change_end.
+ *
+ * Also here: the lease marker of a session hold with a lease (dlock.h), and
+ * the list of this backend's transaction-scope holds, which locks.c adds to
+ * and xact.c ends.
+ */
+#ifndef DLOCK_ENTRIES_H
+#define DLOCK_ENTRIES_H
+
+#include "access/xact.h"
+
+#include "changecount.h"
+#include "name.h"
+#include "slots.h"
+
+extern DlockSlot *dlock_my_slot;
+extern int	dlock_my_cap;
+extern DlockEntry *dlock_overflow;
+extern bool dlock_ready;
+extern int	dlock_max_held_locks;
+
+/*
+ * What runs once in each backend, right after its entries are set up, the
+ * first time it uses dlock: registered from above (_PG_init), for the
+ * files of higher layers (the transaction callbacks, the statistics).
+ */
+typedef void (*DlockSetupHook) (void);
+extern void dlock_on_backend_setup(DlockSetupHook hook);
+
+extern void dlock_backend_setup(void);
+
+static inline void
+dlock_backend_init(void)
+{
+	if (likely(dlock_ready))
+		return;
+	dlock_backend_setup();
+}
+
+static inline DlockEntry *
+dlock_entry_at(int ref)
+{
+	return ref < dlock_my_cap ? &dlock_my_slot->entries[ref] :
+		&dlock_overflow[ref - dlock_my_cap];
+}
+
+/*
+ * Bracket every change to one of this backend's entries (slot entries only).
+ * The fault point is a process stopped inside the window (a stall or a
+ * death: an error there would be in a critical section).
+ */
+static inline void
+dlock_change_begin(int ref)
+{
+	if (ref < dlock_my_cap)
+	{
+		dlock_count_begin(&dlock_my_slot->changecount);
+		DLOCK_FAULT("slot.change");
+	}
+}
+
+static inline void
+dlock_change_end(int ref)
+{
+	if (ref < dlock_my_cap)
+		dlock_count_end(&dlock_my_slot->changecount);
+}
+
+/* finding, starting and freeing entries */
+extern int	dlock_find_entry(int64 key, uint8 mode);
+extern int	dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared);
+extern int	dlock_nrefs(void);
+extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
+extern void dlock_entry_free_if_unused(int ref);
+
+/* holds that the lock manager no longer has (released behind dlock's back) */
+extern bool dlock_entry_lock_held(const DlockEntry *e);
+extern void dlock_forget_stale_session_hold(int ref);
+extern void dlock_end_session_part(int ref);
+extern void dlock_forget_released_session_holds(void);
+extern void dlock_drop_stale_session_part(int ref);
+extern int	dlock_held_entries(const DlockName *name, int refs[2]);
+extern void dlock_not_held(const DlockName *name);
+
+/* lease markers */
+extern bool dlock_marker_held(int64 key, uint8 mode);
+extern void dlock_marker_take(int64 key, uint8 mode);
+extern void dlock_marker_drop(int64 key, uint8 mode);
+
+/*
+ * This backend's transaction-scope holds, each with the subtransaction that
+ * owns it: exactly those the lock manager has.  Room for one more is
+ * reserved before a lock is asked for, so recording a grant cannot fail.
+ */
+typedef struct DlockXactHold
+{
+	int			ref;
+	SubTransactionId subid;
+} DlockXactHold;
+
+extern DlockXactHold *dlock_xact_holds;
+extern int	dlock_n_xact_holds;
+extern void dlock_reserve_xact_hold(void);
+extern void dlock_add_xact_hold(int ref);
+
+#endif							/* DLOCK_ENTRIES_H */

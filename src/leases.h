@@ -1,0 +1,49 @@
+/*
+ * leases.h: leases on named locks as the holding backend sees them
+ * (leases.c), and the lease reaper's wake-up, which every backend that
+ * gives a lease may have to bring forward.
+ */
+#ifndef DLOCK_LEASES_H
+#define DLOCK_LEASES_H
+
+#include "fmgr.h"
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+
+#include "slots.h"
+
+/* Shortest lease the reaper enforces (documented in README.md). */
+#define DLOCK_MIN_LEASE_US ((int64) 100 * 1000)
+
+/* The reaper's part of shared memory (written by the reaper, reaper.c). */
+typedef struct DlockReaperWake
+{
+	int			procno;			/* -1 when no reaper runs */
+	pg_atomic_uint64 wakeup;	/* 0: scanning; else next planned wake */
+} DlockReaperWake;
+
+extern DlockReaperWake *dlock_reaper_wake;
+extern Size dlock_leases_shmem_size(void);
+extern void dlock_leases_shmem_init(void);
+
+/*
+ * No later than the earliest lease of this backend's holds (0: none given
+ * since it was last found to have none).
+ */
+extern TimestampTz dlock_min_lease;
+
+extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno);
+extern void dlock_note_lease(TimestampTz expires);
+extern void dlock_wake_reaper(TimestampTz expires);
+extern bool dlock_lease_ran_out(const DlockEntry *e);
+extern void dlock_lease_expired(const char *name, TimestampTz expired);
+
+/* what a holder past its lease must not do */
+extern void dlock_refuse_after_expiry(void);
+extern void dlock_note_release(const DlockEntry *e);
+extern void dlock_refuse_commit_after_expiry(bool prepare);
+extern void dlock_refuse_prepare_with_lease(void);
+extern void dlock_forget_released_expired(void);
+extern void dlock_forget_released_leased(void);
+
+#endif							/* DLOCK_LEASES_H */

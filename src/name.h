@@ -1,0 +1,52 @@
+/*
+ * name.h: lock names and keys, argument checks, and the helpers that turn
+ * what dlock keeps into SQL values (name.c).  The ground: calls nothing of
+ * dlock's but the hash.
+ */
+#ifndef DLOCK_NAME_H
+#define DLOCK_NAME_H
+
+#include "fmgr.h"
+#include "datatype/timestamp.h"
+#include "storage/lock.h"
+
+/* Longest client address kept for the view (numeric IPv6 with a zone). */
+#define DLOCK_CLIENT_MAX 64
+
+/* A checked lock-name argument. */
+typedef struct DlockName
+{
+	text	   *arg;			/* the argument, for messages */
+	const char *utf8;			/* bytes that are hashed */
+	int			len;
+	int64		key;
+} DlockName;
+
+/* names, keys and lock tags */
+extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
+extern char *dlock_display_name(const DlockName *name);
+extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
+extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
+
+/* arguments */
+extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno);
+extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
+
+/* SQL values */
+extern Datum dlock_name_datum(const char *name, int namelen, bool *isnull);
+extern Datum dlock_database_name(Oid dbid, bool as_text, bool *isnull);
+extern void dlock_database_names_reset(void);
+extern Datum dlock_interval_datum(int64 us);
+struct PgBackendStatus;
+extern void dlock_client_address(const struct PgBackendStatus *be, char *buf);
+
+/* A limit setting as it applies: -1 (its default) is half of total, at least 1. */
+static inline int
+dlock_limit_or_half(int setting, int total)
+{
+	return setting >= 0 ? setting : Max(total / 2, 1);
+}
+
+#endif							/* DLOCK_NAME_H */

@@ -1,0 +1,184 @@
+/*
+ * stats_file.c: the statistics table across a clean restart.
+ *
+ * The table is written to DLOCK_STATS_FILE when the server shuts down
+ * cleanly, read back (and the file removed) when it starts: kept across a
+ * clean restart, empty after a crash or an immediate shutdown.
+ */
+#include "postgres.h"
+
+#include <unistd.h>
+
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+
+#include "dlock.h"
+#include "stats_file.h"
+#include "stats_table.h"
+
+#define DLOCK_STATS_FILE "pg_stat/dlock.stat"
+#define DLOCK_STATS_MAGIC 0x444c5301	/* "DLS" 1 */
+
+typedef struct DlockStatsFileHeader
+{
+	uint32		magic;
+	uint32		record_size;
+	int64		evictions;
+	TimestampTz stats_reset;
+	int32		count;
+} DlockStatsFileHeader;
+
+static void
+stats_load(void)
+{
+	FILE	   *file;
+	DlockStatsFileHeader hdr;
+	DlockStatsRecord rec;
+	int			i;
+	int			loaded = 0;
+
+	file = AllocateFile(DLOCK_STATS_FILE, PG_BINARY_R);
+	if (file == NULL)
+	{
+		if (errno != ENOENT)
+			ereport(LOG,
+					(errcode_for_file_access(),
+					 errmsg("could not read file \"%s\": %m", DLOCK_STATS_FILE)));
+		return;
+	}
+	if (fread(&hdr, sizeof(hdr), 1, file) != 1 ||
+		hdr.magic != DLOCK_STATS_MAGIC || hdr.record_size != sizeof(DlockStatsRecord) ||
+		hdr.count < 0)
+	{
+		ereport(LOG,
+				(errmsg("ignoring dlock statistics file \"%s\": not written by this version of dlock",
+						DLOCK_STATS_FILE)));
+		goto done;
+	}
+	dlock_stats_tab->stats_reset = hdr.stats_reset;
+	dlock_stats_tab->parts[0].evictions = hdr.evictions;
+	for (i = 0; i < hdr.count; i++)
+	{
+		DlockStatsEntry *e;
+		int			p;
+
+		if (fread(&rec, sizeof(rec), 1, file) != 1)
+		{
+			ereport(LOG,
+					(errmsg("dlock statistics file \"%s\" is truncated; kept %d of %d entries",
+							DLOCK_STATS_FILE, loaded, hdr.count)));
+			break;
+		}
+		if (rec.namelen > DLOCK_NAME_MAX || rec.mode > DLOCK_SHARED)
+			continue;
+		p = dlock_stats_hash(rec.dbid, rec.key, rec.mode) % DLOCK_STATS_PARTS;
+		/* dlock.max_stats may have been lowered: the rest does not fit */
+		if (dlock_stats_tab->parts[p].count >= dlock_stats_tab->cap ||
+			dlock_stats_find(p, dlock_stats_hash(rec.dbid, rec.key, rec.mode), rec.dbid, rec.key, rec.mode) >= 0)
+			continue;
+		e = dlock_stats_entry_new(p, rec.dbid, rec.key, rec.mode, rec.name, rec.namelen);
+		if (e != NULL)
+		{
+			e->r.c = rec.c;
+			if (!(e->r.c.usage >= 0 && e->r.c.usage < 1e300))	/* NaN too */
+				e->r.c.usage = 0;
+			loaded++;
+		}
+	}
+done:
+	FreeFile(file);
+	/* read once: after a crash the statistics start empty */
+	if (unlink(DLOCK_STATS_FILE) != 0)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", DLOCK_STATS_FILE)));
+}
+
+/* Did the server just shut down cleanly (a shutdown checkpoint)? */
+static bool
+clean_shutdown(void)
+{
+	volatile bool clean = false;
+
+	PG_TRY();
+	{
+		bool		crc_ok;
+		ControlFileData *cf = get_controlfile(DataDir, &crc_ok);
+
+		clean = crc_ok && (cf->state == DB_SHUTDOWNED ||
+						   cf->state == DB_SHUTDOWNED_IN_RECOVERY);
+		pfree(cf);
+	}
+	PG_CATCH();
+	{
+		/* unreadable: as after a crash, nothing is kept */
+		EmitErrorReport();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return clean;
+}
+
+/* At postmaster exit: write the table, unless it was a crash or immediate stop. */
+static void
+stats_shutdown(int code, Datum arg)
+{
+	FILE	   *file;
+	DlockStatsFileHeader hdr;
+	int			p;
+	int			i;
+
+	if (code != 0 || dlock_stats_tab == NULL || !clean_shutdown())
+		return;
+	file = AllocateFile(DLOCK_STATS_FILE ".tmp", PG_BINARY_W);
+	if (file == NULL)
+		goto error;
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.magic = DLOCK_STATS_MAGIC;
+	hdr.record_size = sizeof(DlockStatsRecord);
+	hdr.stats_reset = dlock_stats_tab->stats_reset;
+	for (p = 0; p < DLOCK_STATS_PARTS; p++)
+	{
+		hdr.evictions += dlock_stats_tab->parts[p].evictions;
+		hdr.count += dlock_stats_tab->parts[p].count;
+	}
+	if (fwrite(&hdr, sizeof(hdr), 1, file) != 1)
+		goto error;
+	for (p = 0; p < DLOCK_STATS_PARTS; p++)
+		for (i = 0; i < dlock_stats_tab->cap; i++)
+		{
+			DlockStatsEntry *e = dlock_stats_entry(p, i);
+
+			if (e->inuse && fwrite(&e->r, sizeof(e->r), 1, file) != 1)
+				goto error;
+		}
+	if (FreeFile(file) != 0)
+	{
+		file = NULL;
+		goto error;
+	}
+	(void) durable_rename(DLOCK_STATS_FILE ".tmp", DLOCK_STATS_FILE, LOG);
+	return;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write file \"%s\": %m", DLOCK_STATS_FILE ".tmp")));
+	if (file)
+		FreeFile(file);
+	unlink(DLOCK_STATS_FILE ".tmp");
+}
+
+/*
+ * In the postmaster, once the table was made (shmem.c): read what the last
+ * clean shutdown kept, and save the table at exit.
+ */
+void
+dlock_stats_file_start(void)
+{
+	stats_load();
+	on_shmem_exit(stats_shutdown, (Datum) 0);
+}

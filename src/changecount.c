@@ -5,6 +5,9 @@
  * writer's changes are a few stores, so this rarely loops; if the writer is
  * descheduled or stopped in between, the reader sleeps a little between
  * tries and can be cancelled.
+ *
+ * Layer 1 of the map in dlock.h (the ground): calls no other file of
+ * dlock's.
  */
 #include "postgres.h"
 

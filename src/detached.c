@@ -7,6 +7,9 @@
  * functions ask that process (request.c) and, for an acquisition that has
  * to wait, start one (detached_wait.c).  An acquisition is undone if the
  * transaction that made it rolls back (detached_xact.c).
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -96,7 +99,7 @@ holder_pid(int *procno, const DlockName *name)
 static void
 detached_timed_out(const DlockHold *h, TimestampTz start)
 {
-	dlock_count_detached(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+	dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 }
 
 /* dlock_acquire(name, lease, timeout, shared) -> token, or NULL */
@@ -141,7 +144,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	dlock_backend_init();
 	pid = holder_pid(&procno, &name);
 	set_exit_hook();
-	dlock_reserve_acquired();
+	dlock_acquired_reserve();
 
 	/* the hold asked for, filled in before the request is free to write */
 	h = &req;
@@ -163,8 +166,8 @@ dlock_acquire(PG_FUNCTION_ARGS)
 
 	/* the holder may be slow to answer: the timeout bounds that too */
 	deadline = timeout_us > 0 ? start + timeout_us : 0;
-	dlock_wait_pending_undos(deadline);
-	if (!dlock_idle_request(&r, deadline))
+	dlock_acquired_wait_undos(deadline);
+	if (!dlock_request_idle(&r, deadline))
 	{
 		detached_timed_out(h, start);
 		PG_RETURN_NULL();
@@ -173,7 +176,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	r->lease_us = lease_us;
 	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (char *) h + sizeof(pg_atomic_uint32),
 		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
-	if (!dlock_send_request(r, pid, procno, deadline))
+	if (!dlock_request_send(r, pid, procno, deadline))
 	{
 		detached_timed_out(h, start);
 		PG_RETURN_NULL();
@@ -181,19 +184,19 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
-			dlock_record_acquired(false, r->hold_index, r->hold_use);
-			dlock_count_detached(h, DLOCK_STAT_ACQUIRED, -1);
+			dlock_acquired_record(false, r->hold_index, r->hold_use);
+			dlock_acquired_count(h, DLOCK_STAT_ACQUIRED, -1);
 			/* from here, an error (a cancel) undoes it with the transaction */
 			DLOCK_FAULT("detached.recorded");
 			PG_RETURN_INT64(r->token);
 		case DLOCK_RES_BUSY:
 			if (timeout_us == 0)
 			{
-				dlock_count_detached(h, DLOCK_STAT_BUSY, 0);
+				dlock_acquired_count(h, DLOCK_STAT_BUSY, 0);
 				PG_RETURN_NULL();
 			}
-			token = dlock_acquire_waiting(&name, h, timeout_us < 0 ? 0 : start + timeout_us,
-										  lease_us);
+			token = dlock_wait_acquire(&name, h, timeout_us < 0 ? 0 : start + timeout_us,
+									   lease_us);
 			if (token == 0)
 				PG_RETURN_NULL();
 			PG_RETURN_INT64(token);
@@ -214,10 +217,10 @@ dlock_acquire(PG_FUNCTION_ARGS)
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
 			break;
 		case DLOCK_RES_NO_TOKEN:
-			dlock_no_token_error(&name, r->token);
+			dlock_wait_no_token_error(&name, r->token);
 			break;
 		default:
-			dlock_raise_error(&r->error);
+			dlock_error_raise(&r->error);
 	}
 	PG_RETURN_NULL();			/* not reached */
 }
@@ -236,7 +239,7 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 	int			i;
 
 	set_exit_hook();
-	(void) dlock_idle_request(rp, 0);
+	(void) dlock_request_idle(rp, 0);
 	r = *rp;
 	r->op = op;
 	r->lease_us = lease_us;
@@ -281,7 +284,7 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 		r->result = DLOCK_RES_NOT_HELD;
 		return false;
 	}
-	(void) dlock_send_request(r, pid, procno, 0);
+	(void) dlock_request_send(r, pid, procno, 0);
 	return true;
 }
 
@@ -337,7 +340,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 					 errdetail("Only the role that acquired a detached lock, or a superuser, can extend or release it.")));
 			break;
 		case DLOCK_RES_NOT_HELD:
-			if (dlock_find_expiry(MyDatabaseId, name.key, token, &expired))
+			if (dlock_expiry_find(MyDatabaseId, name.key, token, &expired))
 				break;
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -346,7 +349,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 					 errdetail("It was released, or its lease ran out, or the token is another lock's.")));
 			break;
 		default:
-			dlock_raise_error(&r->error);
+			dlock_error_raise(&r->error);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -392,7 +395,7 @@ dlock_release(PG_FUNCTION_ARGS)
 					 errdetail("Only the role that acquired a detached lock, or a superuser, can extend or release it.")));
 			break;
 		case DLOCK_RES_NOT_HELD:
-			if (dlock_find_expiry(MyDatabaseId, name.key, token, &expired))
+			if (dlock_expiry_find(MyDatabaseId, name.key, token, &expired))
 				ereport(WARNING,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 						 errmsg("lease of lock \"%s\" has expired", dlock_display_name(&name)),
@@ -405,7 +408,7 @@ dlock_release(PG_FUNCTION_ARGS)
 								dlock_display_name(&name), token)));
 			break;
 		default:
-			dlock_raise_error(&r->error);
+			dlock_error_raise(&r->error);
 	}
 	PG_RETURN_BOOL(false);
 }

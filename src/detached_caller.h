@@ -10,25 +10,25 @@
 #include "protocol.h"
 
 /* request.c */
-extern bool dlock_idle_request(DlockRequest **rp, TimestampTz deadline);
-extern bool dlock_send_request(DlockRequest *r, int target_pid, int target_procno,
+extern bool dlock_request_idle(DlockRequest **rp, TimestampTz deadline);
+extern bool dlock_request_send(DlockRequest *r, int target_pid, int target_procno,
 							   TimestampTz deadline);
-extern void dlock_raise_error(const DlockError *e);
-extern void dlock_sleep_on_latch(long ms);
+extern void dlock_error_raise(const DlockError *e);
+extern void dlock_request_sleep(long ms);
 extern void dlock_request_exit(void);
 
 /* detached_xact.c */
-extern void dlock_reserve_acquired(void);
-extern void dlock_record_acquired(bool waiter, int index, uint64 use);
-extern void dlock_note_pending_undo(int index, uint64 ticket);
-extern void dlock_wait_pending_undos(TimestampTz deadline);
-extern void dlock_count_detached(const DlockHold *h, int event, int64 us);
+extern void dlock_acquired_reserve(void);
+extern void dlock_acquired_record(bool waiter, int index, uint64 use);
+extern void dlock_acquired_note_undo(int index, uint64 ticket);
+extern void dlock_acquired_wait_undos(TimestampTz deadline);
+extern void dlock_acquired_count(const DlockHold *h, int event, int64 us);
 extern void dlock_acquired_exit(void);
 
 /* detached_wait.c */
-extern int64 dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl,
-								   TimestampTz deadline, int64 lease_us);
-extern void dlock_no_token_error(const DlockName *name, int64 token);
+extern int64 dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl,
+								TimestampTz deadline, int64 lease_us);
+extern void dlock_wait_no_token_error(const DlockName *name, int64 token);
 extern void dlock_wait_exit(void);
 
 #endif							/* DLOCK_DETACHED_CALLER_H */

@@ -7,6 +7,9 @@
  * statement_timeout, a deadlock found from this side or a lost client
  * connection makes this backend give the acquisition up, and the waiter
  * releases whatever it got.
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -78,7 +81,7 @@ abandon(int index, uint64 ticket)
 		if (!dlock_waiter_move(w, ticket, st, DLOCK_W_ABANDONED))
 			continue;
 		/* it lets go of whatever it got on its own time: the next try waits */
-		dlock_note_pending_undo(index, ticket);
+		dlock_acquired_note_undo(index, ticket);
 		if (st == DLOCK_W_WAITING && pid != 0)
 			kill(pid, SIGINT);	/* out of the queue */
 		else if (st == DLOCK_W_GRANTED && pid != 0)
@@ -154,13 +157,13 @@ no_worker_error(const DlockName *name)
 }
 
 void
-dlock_no_token_error(const DlockName *name, int64 token)
+dlock_wait_no_token_error(const DlockName *name, int64 token)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("cannot acquire detached lock \"%s\": no fencing token can be given",
 					dlock_display_name(name)),
-			 dlock_no_token_detail(token)));
+			 dlock_token_none_detail(token)));
 }
 
 /*
@@ -168,8 +171,8 @@ dlock_no_token_error(const DlockName *name, int64 token)
  * or 0 when the deadline (0: none) passed.
  */
 int64
-dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
-					  int64 lease_us)
+dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
+				   int64 lease_us)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -265,7 +268,7 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 				timed_out = true;
 				break;
 			}
-			dlock_sleep_on_latch(10L);
+			dlock_request_sleep(10L);
 		}
 
 		if (!timed_out)
@@ -295,7 +298,7 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 
 			/* a waiter that died after letting go of the ticket: its last word */
 			while ((st = dlock_waiter_state(w, ticket)) == DLOCK_W_WAITING)
-				dlock_sleep_on_latch(10L);
+				dlock_request_sleep(10L);
 			DLOCK_FAULT("detached.ticket");
 		}
 	}
@@ -310,7 +313,7 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 		/* (still set meanwhile: a FATAL inside has dlock_wait_exit finish it) */
 		abandon(index, ticket);
 		waiting_index = -1;
-		dlock_count_detached(tmpl, dlock_stat_wait_error(geterrcode()),
+		dlock_acquired_count(tmpl, dlock_stat_wait_error(geterrcode()),
 							 GetCurrentTimestamp() - start);
 		PG_RE_THROW();
 	}
@@ -320,7 +323,7 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 		/* given up: whatever the worker gets later is not kept */
 		abandon(index, ticket);
 		waiting_index = -1;
-		dlock_count_detached(tmpl, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+		dlock_acquired_count(tmpl, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 		return 0;
 	}
 	waiting_index = -1;
@@ -335,8 +338,8 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 			/* take it; from here the waiter frees the block when it ends */
 			if (!dlock_waiter_move(w, ticket, DLOCK_W_GRANTED, DLOCK_W_HELD))
 				continue;
-			dlock_record_acquired(true, index, ticket);
-			dlock_count_detached(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
+			dlock_acquired_record(true, index, ticket);
+			dlock_acquired_count(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
 			return token;
 		}
 		if (st == DLOCK_W_ORPHANED)
@@ -347,7 +350,7 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 			 * acquisition happened, the lock is gone.
 			 */
 			(void) dlock_waiter_move(w, ticket, DLOCK_W_ORPHANED, DLOCK_W_FREE);
-			dlock_count_detached(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
+			dlock_acquired_count(tmpl, DLOCK_STAT_ACQUIRED, Max(GetCurrentTimestamp() - start, 0));
 			return token;
 		}
 		break;
@@ -364,14 +367,14 @@ dlock_acquire_waiting(const DlockName *name, const DlockHold *tmpl, TimestampTz 
 		DlockError	error = w->error;
 
 		(void) dlock_waiter_move(w, ticket, DLOCK_W_ENDED, DLOCK_W_FREE);
-		dlock_count_detached(tmpl, result == DLOCK_RES_TIMEOUT ? DLOCK_STAT_TIMEOUT :
+		dlock_acquired_count(tmpl, result == DLOCK_RES_TIMEOUT ? DLOCK_STAT_TIMEOUT :
 							 result == DLOCK_RES_ERROR ? dlock_stat_wait_error(error.sqlerrcode) : -1,
 							 GetCurrentTimestamp() - start);
 		if (result == DLOCK_RES_TIMEOUT)
 			return 0;
 		if (result == DLOCK_RES_NO_TOKEN)
-			dlock_no_token_error(name, token);
-		dlock_raise_error(&error);
+			dlock_wait_no_token_error(name, token);
+		dlock_error_raise(&error);
 	}
 	return 0;					/* not reached */
 }

@@ -4,6 +4,9 @@
  * An acquisition is undone if the transaction (or subtransaction) that made
  * it rolls back.  The undo never waits: it marks the hold (its fate word, or
  * its waiter block) and wakes the process that holds it, which releases it.
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -61,7 +64,7 @@ undo_pending(int i)
 
 /* Note a waiter to be waited for; those already done make room first. */
 void
-dlock_note_pending_undo(int index, uint64 ticket)
+dlock_acquired_note_undo(int index, uint64 ticket)
 {
 	int			i;
 
@@ -79,7 +82,7 @@ dlock_note_pending_undo(int index, uint64 ticket)
 }
 
 void
-dlock_reserve_acquired(void)
+dlock_acquired_reserve(void)
 {
 	if (n_acquired < max_acquired)
 		return;
@@ -115,7 +118,7 @@ undo_acquired(int i)
 			int			procno = w->worker_procno;
 
 			SetLatch(&GetPGProcByNumber(procno)->procLatch);
-			dlock_note_pending_undo(a->index, a->use);
+			dlock_acquired_note_undo(a->index, a->use);
 		}
 	}
 	else
@@ -177,7 +180,7 @@ dlock_detached_subxact_end(bool commit, SubTransactionId mySubid,
 }
 
 void
-dlock_record_acquired(bool waiter, int index, uint64 use)
+dlock_acquired_record(bool waiter, int index, uint64 use)
 {
 	Acquired   *a = &acquired[n_acquired++];
 
@@ -189,7 +192,7 @@ dlock_record_acquired(bool waiter, int index, uint64 use)
 
 /* Count an event of a detached acquisition of name (in this database). */
 void
-dlock_count_detached(const DlockHold *h, int event, int64 us)
+dlock_acquired_count(const DlockHold *h, int event, int64 us)
 {
 	if (event >= 0 && h->counted)
 		dlock_stats_count(h->dbid, h->key, h->mode, h->name, h->namelen,
@@ -205,7 +208,7 @@ dlock_count_detached(const DlockHold *h, int event, int64 us)
  * session's next request.)
  */
 void
-dlock_wait_pending_undos(TimestampTz deadline)
+dlock_acquired_wait_undos(TimestampTz deadline)
 {
 	while (n_pending_undos > 0)
 	{
@@ -218,7 +221,7 @@ dlock_wait_pending_undos(TimestampTz deadline)
 		}
 		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
 			return;
-		dlock_sleep_on_latch(1L);
+		dlock_request_sleep(1L);
 	}
 }
 /* At exit (detached.c): acquisitions of a transaction that did not commit. */

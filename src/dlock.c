@@ -4,6 +4,9 @@
  *
  * Each setting's variable lives in the file of its concern; shared memory
  * is requested and made in shmem.c.
+ *
+ * Layer 7 of the map in dlock.h (module start): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -67,9 +70,9 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
-		dlock_forget_released_session_holds();
+		dlock_entries_forget_released();
 	else if (commit && TransactionBlockStatusCode() == 'T')
-		dlock_refuse_commit_after_expiry(false);
+		dlock_lease_refuse_commit(false);
 }
 
 void

@@ -10,6 +10,9 @@
  * before the lock manager is asked; marking an entry used or free
  * (dlock_entry_start, dlock_entry_free_if_unused) only moves what is already
  * there, so it can run inside a slot's change window.
+ *
+ * Layer 2 of the map in dlock.h (shared memory and per-backend records):
+ * calls only files listed before it there.
  */
 #include "postgres.h"
 
@@ -115,14 +118,14 @@ dlock_backend_setup(void)
 }
 
 int
-dlock_find_entry(int64 key, uint8 mode)
+dlock_entry_find(int64 key, uint8 mode)
 {
 	return dlock_index_find(key, mode);
 }
 
-/* Refs 0 .. dlock_nrefs()-1 cover every entry that may be in use. */
+/* Refs 0 .. dlock_entry_nrefs()-1 cover every entry that may be in use. */
 int
-dlock_nrefs(void)
+dlock_entry_nrefs(void)
 {
 	return dlock_my_cap + n_overflow;
 }
@@ -146,7 +149,7 @@ sweep_stale_entries(void)
 			continue;
 		if (!dlock_entry_lock_held(e))
 		{
-			dlock_forget_stale_session_hold(i);
+			dlock_entry_forget_stale(i);
 			freed = true;
 		}
 	}
@@ -190,7 +193,7 @@ check_held_limit(const DlockName *name)
 
 	if (likely(dlock_index.count < limit))
 		return;
-	dlock_forget_released_session_holds();
+	dlock_entries_forget_released();
 	if (dlock_index.count < limit)
 		return;
 	ereport(ERROR,
@@ -401,13 +404,13 @@ dlock_marker_drop(int64 key, uint8 mode)
  * only end with their (sub)transaction, which xact.c follows.
  */
 void
-dlock_forget_stale_session_hold(int ref)
+dlock_entry_forget_stale(int ref)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 
 	if (!e->inuse || e->nsession == 0)
 		return;
-	dlock_end_session_part(ref);
+	dlock_entry_end_session(ref);
 }
 
 /*
@@ -415,7 +418,7 @@ dlock_forget_stale_session_hold(int ref)
  * back): its lease marker goes, and the entry if nothing else holds it.
  */
 void
-dlock_end_session_part(int ref)
+dlock_entry_end_session(int ref)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 
@@ -434,14 +437,14 @@ dlock_end_session_part(int ref)
  * Costs a lookup only for an entry with a lease.
  */
 void
-dlock_drop_stale_session_part(int ref)
+dlock_entry_drop_stale_session(int ref)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 
 	if (e->lease_expires == 0 || !e->inuse || e->nsession == 0 ||
 		dlock_marker_held(e->key, e->mode))
 		return;
-	dlock_end_session_part(ref);
+	dlock_entry_end_session(ref);
 }
 
 /*
@@ -451,14 +454,14 @@ dlock_drop_stale_session_part(int ref)
  * for the old hold.
  */
 void
-dlock_forget_released_session_holds(void)
+dlock_entries_forget_released(void)
 {
 	int			n;
 	int			ref;
 
 	if (!dlock_ready)
 		return;
-	n = dlock_nrefs();
+	n = dlock_entry_nrefs();
 	for (ref = 0; ref < n; ref++)
 	{
 		DlockEntry *e = dlock_entry_at(ref);
@@ -469,7 +472,7 @@ dlock_forget_released_session_holds(void)
 			continue;
 		}
 		if (e->inuse && e->nsession > 0 && !dlock_entry_lock_held(e))
-			dlock_forget_stale_session_hold(ref);
+			dlock_entry_forget_stale(ref);
 	}
 }
 /*
@@ -477,25 +480,25 @@ dlock_forget_released_session_holds(void)
  * lock the lock manager no longer has is stale and is dropped here.
  */
 int
-dlock_held_entries(const DlockName *name, int refs[2])
+dlock_entries_held(const DlockName *name, int refs[2])
 {
 	int			n = 0;
 	uint8		mode;
 
 	for (mode = DLOCK_EXCLUSIVE; mode <= DLOCK_SHARED; mode++)
 	{
-		int			ref = dlock_find_entry(name->key, mode);
+		int			ref = dlock_entry_find(name->key, mode);
 		DlockEntry *e;
 
 		if (ref < 0)
 			continue;
-		dlock_drop_stale_session_part(ref);
+		dlock_entry_drop_stale_session(ref);
 		e = dlock_entry_at(ref);
 		if (!e->inuse || e->nsession + e->nxact == 0)
 			continue;
 		if (!dlock_entry_lock_held(e))
 		{
-			dlock_forget_stale_session_hold(ref);
+			dlock_entry_forget_stale(ref);
 			continue;
 		}
 		refs[n++] = ref;
@@ -504,7 +507,7 @@ dlock_held_entries(const DlockName *name, int refs[2])
 }
 
 void
-dlock_not_held(const DlockName *name)
+dlock_entries_not_held(const DlockName *name)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -518,7 +521,7 @@ int			dlock_n_xact_holds = 0;
 static int	max_xact_holds = 0;
 
 void
-dlock_reserve_xact_hold(void)
+dlock_xact_hold_reserve(void)
 {
 	if (dlock_n_xact_holds < max_xact_holds)
 		return;
@@ -537,7 +540,7 @@ dlock_reserve_xact_hold(void)
 
 /* Record a transaction-scope grant; room was reserved before the lock. */
 void
-dlock_add_xact_hold(int ref)
+dlock_xact_hold_add(int ref)
 {
 	Assert(dlock_n_xact_holds < max_xact_holds);
 	dlock_xact_holds[dlock_n_xact_holds].ref = ref;

@@ -74,20 +74,20 @@ dlock_change_end(int ref)
 }
 
 /* finding, starting and freeing entries */
-extern int	dlock_find_entry(int64 key, uint8 mode);
+extern int	dlock_entry_find(int64 key, uint8 mode);
 extern int	dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared);
-extern int	dlock_nrefs(void);
+extern int	dlock_entry_nrefs(void);
 extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
 extern void dlock_entry_free_if_unused(int ref);
 
 /* holds that the lock manager no longer has (released behind dlock's back) */
 extern bool dlock_entry_lock_held(const DlockEntry *e);
-extern void dlock_forget_stale_session_hold(int ref);
-extern void dlock_end_session_part(int ref);
-extern void dlock_forget_released_session_holds(void);
-extern void dlock_drop_stale_session_part(int ref);
-extern int	dlock_held_entries(const DlockName *name, int refs[2]);
-extern void dlock_not_held(const DlockName *name);
+extern void dlock_entry_forget_stale(int ref);
+extern void dlock_entry_end_session(int ref);
+extern void dlock_entries_forget_released(void);
+extern void dlock_entry_drop_stale_session(int ref);
+extern int	dlock_entries_held(const DlockName *name, int refs[2]);
+extern void dlock_entries_not_held(const DlockName *name);
 
 /* lease markers */
 extern bool dlock_marker_held(int64 key, uint8 mode);
@@ -107,7 +107,7 @@ typedef struct DlockXactHold
 
 extern DlockXactHold *dlock_xact_holds;
 extern int	dlock_n_xact_holds;
-extern void dlock_reserve_xact_hold(void);
-extern void dlock_add_xact_hold(int ref);
+extern void dlock_xact_hold_reserve(void);
+extern void dlock_xact_hold_add(int ref);
 
 #endif							/* DLOCK_ENTRIES_H */

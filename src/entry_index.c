@@ -1,6 +1,9 @@
 /*
  * entry_index.c: making and growing a backend's index of its entries
  * (entry_index.h).
+ *
+ * Layer 2 of the map in dlock.h (shared memory and per-backend records):
+ * calls only files listed before it there.
  */
 #include "postgres.h"
 

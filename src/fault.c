@@ -10,6 +10,9 @@
  * test/faults.py creates the SQL functions below itself; no extension script
  * declares them.  (dlock_fault_leaks, which looks at the detached-lock
  * protocol's tables, is in protocol.c.)
+ *
+ * Layer 1 of the map in dlock.h (the ground): calls no other file of
+ * dlock's.
  */
 #include "postgres.h"
 

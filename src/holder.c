@@ -33,6 +33,9 @@
  * has the lock in the lock manager, and a lock is kept only while the
  * acquisition that asked for it is still wanted (a caller that gave up
  * while waiting has the waiter release it).
+ *
+ * Layer 6 of the map in dlock.h (processes): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -124,7 +127,7 @@ holder_exit(int code, Datum arg)
 
 		if (h->state == DLOCK_HOLD_FREE)
 			continue;
-		dlock_hold_ended(h);
+		dlock_serve_hold_ended(h);
 		dlock_hold_begin(h);
 		h->state = DLOCK_HOLD_FREE;
 		dlock_hold_end(h);
@@ -207,7 +210,7 @@ holder_release(int i)
 	HeldRole   *role;
 
 	/* counted first: the next holder may look at dlock_stats at once */
-	dlock_hold_ended(h);
+	dlock_serve_hold_ended(h);
 	dlock_hold_locktag(&tag, h);
 	if (!LockRelease(&tag, DlockLockMode(h->mode), true))
 		elog(WARNING, "dlock lock holder did not hold the lock of \"%.*s\"",
@@ -306,7 +309,7 @@ take_without_waiting(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode,
 		FlushErrorState();
 		dlock_error_save(&r->error, edata);
 		FreeErrorData(edata);
-		dlock_reply_only(r, DLOCK_RES_ERROR);
+		dlock_serve_reply_only(r, DLOCK_RES_ERROR);
 		ok = false;
 	}
 	PG_END_TRY();
@@ -319,7 +322,7 @@ give_back(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode, int result)
 {
 	LockRelease(tag, lockmode, true);
 	serving_locked = false;
-	dlock_reply_only(r, result);
+	dlock_serve_reply_only(r, result);
 }
 
 static void
@@ -347,21 +350,21 @@ holder_acquire(DlockRequest *r)
 	holder_undo();
 	if (n_free_holds == 0)
 	{
-		dlock_reply_only(r, DLOCK_RES_FULL);
+		dlock_serve_reply_only(r, DLOCK_RES_FULL);
 		return;
 	}
 	role = held_role(req->limit_role, HASH_FIND);
 	if ((role != NULL ? role->nholds : 0) >= role_limit())
 	{
 		r->token = role_limit();
-		dlock_reply_only(r, DLOCK_RES_ROLE_FULL);
+		dlock_serve_reply_only(r, DLOCK_RES_ROLE_FULL);
 		return;
 	}
 	/* our own holds, for other owners, conflict as another session's would */
 	k = held_key(req, HASH_FIND);
 	if (k != NULL && (req->mode == DLOCK_EXCLUSIVE || k->nexclusive > 0))
 	{
-		dlock_reply_only(r, DLOCK_RES_BUSY);
+		dlock_serve_reply_only(r, DLOCK_RES_BUSY);
 		return;
 	}
 
@@ -372,7 +375,7 @@ holder_acquire(DlockRequest *r)
 
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
-		dlock_reply_only(r, DLOCK_RES_BUSY);
+		dlock_serve_reply_only(r, DLOCK_RES_BUSY);
 		return;
 	}
 	serving_tag = tag;
@@ -384,7 +387,7 @@ holder_acquire(DlockRequest *r)
 		return;
 	}
 	DLOCK_FAULT("holder.granted");
-	token = dlock_next_token();
+	token = dlock_token_next();
 	if (token <= 0)
 	{
 		r->token = token;
@@ -439,14 +442,14 @@ holder_acquire(DlockRequest *r)
 	r->expires = h->lease_expires;
 	r->hold_index = i;
 	r->hold_use = use;
-	if (!dlock_reply(r, DLOCK_RES_OK))
+	if (!dlock_serve_reply(r, DLOCK_RES_OK))
 	{
 		/* its sender left while we were at it: not kept, nor counted */
 		dlock_hold_begin(h);
 		h->counted = false;
 		dlock_hold_end(h);
 		holder_release(i);
-		dlock_request_free(r);
+		dlock_serve_free(r);
 	}
 }
 
@@ -460,29 +463,29 @@ holder_extend_release(DlockRequest *r)
 
 	if (t == NULL)
 	{
-		dlock_reply_only(r, DLOCK_RES_NOT_HELD);
+		dlock_serve_reply_only(r, DLOCK_RES_NOT_HELD);
 		return;
 	}
 	h = dlock_hold(t->index);
-	res = dlock_check_hold(r, h, now);
+	res = dlock_serve_check_hold(r, h, now);
 	DLOCK_FAULT("holder.extend_release");
 	if (res == DLOCK_RES_EXPIRED)
 	{
 		/* ran out before we got round to it: released as an expiry */
-		dlock_log_expiry(h, "lock holder");
-		dlock_note_expiry(h);
+		dlock_serve_log_expiry(h, "lock holder");
+		dlock_expiry_note(h);
 		holder_release(t->index);
 	}
 	else if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
 	{
 		/* a shorter lease than before: the next expiry may be this one */
-		if (dlock_extend_hold(r, h, now))
+		if (dlock_serve_extend_hold(r, h, now))
 			next_expiry = Min(next_expiry, h->lease_expires);
 		return;
 	}
 	else if (res == DLOCK_RES_OK)
 		holder_release(t->index);
-	dlock_reply_only(r, res);
+	dlock_serve_reply_only(r, res);
 }
 
 /* Release every hold whose lease has run out; plan the next wake-up. */
@@ -503,8 +506,8 @@ holder_expire(TimestampTz now)
 			next_expiry = Min(next_expiry, h->lease_expires);
 			continue;
 		}
-		dlock_log_expiry(h, "lock holder");
-		dlock_note_expiry(h);
+		dlock_serve_log_expiry(h, "lock holder");
+		dlock_expiry_note(h);
 		holder_release(i);
 	}
 }
@@ -540,7 +543,7 @@ holder_recover(void)
 		if (st == DLOCK_REQ_WORKING || st == DLOCK_REQ_ABANDONED)
 		{
 			dlock_error_save(&r->error, edata);
-			dlock_reply_only(r, DLOCK_RES_ERROR);
+			dlock_serve_reply_only(r, DLOCK_RES_ERROR);
 		}
 	}
 	FreeErrorData(edata);
@@ -554,7 +557,7 @@ dlock_holder_main(Datum arg)
 	int			max = dlock_detached->max_holds;
 	int			i;
 
-	dlock_worker_signals();
+	dlock_serve_signals();
 	pgstat_report_appname("dlock lock holder");
 
 	by_token = prefilled_table("dlock holds by token", max, sizeof(int64), sizeof(HeldToken));
@@ -589,13 +592,13 @@ dlock_holder_main(Datum arg)
 
 	for (;;)
 	{
-		dlock_loop_top();
+		dlock_serve_loop_top();
 		holder_undo();
 		dlock_serve_and_poll(holder_acquire, holder_extend_release, &next_expiry);
 		holder_undo();
 		if (next_expiry != PG_INT64_MAX && next_expiry <= GetCurrentTimestamp())
 			holder_expire(GetCurrentTimestamp());
 		DLOCK_FAULT("holder.loop");
-		dlock_wait_for_work(next_expiry);
+		dlock_serve_wait(next_expiry);
 	}
 }

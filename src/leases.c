@@ -10,6 +10,9 @@
  * cannot renew, re-take the lock, or commit (or prepare) a transaction, even
  * if the reaper is late; and a renewal that races the expiry is undone and
  * reported as the expiry.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -58,14 +61,14 @@ static TimestampTz released_expired_at = 0;
 static char released_expired_name[DLOCK_NAME_MAX + 1];
 
 /* (leases.h) The lock path looks further only when a lease exists. */
-TimestampTz dlock_min_lease = 0;
+TimestampTz dlock_lease_min = 0;
 
 /* A lease given to one of this backend's holds. */
 void
-dlock_note_lease(TimestampTz expires)
+dlock_lease_note(TimestampTz expires)
 {
-	if (dlock_min_lease == 0 || expires < dlock_min_lease)
-		dlock_min_lease = expires;
+	if (dlock_lease_min == 0 || expires < dlock_lease_min)
+		dlock_lease_min = expires;
 }
 
 /*
@@ -73,17 +76,17 @@ dlock_note_lease(TimestampTz expires)
  * another name, not another mode (it is being ended; an acquisition now
  * could only end with it).  Cheap unless a lease has run out.  A hold whose
  * lease ran out but which the lock manager no longer has (released behind
- * dlock's back) refuses nothing, and keeps dlock_min_lease set, so that the
- * end of the transaction forgets it (dlock_forget_released_leased).
+ * dlock's back) refuses nothing, and keeps dlock_lease_min set, so that the
+ * end of the transaction forgets it (dlock_lease_forget_released).
  */
 void
-dlock_refuse_after_expiry(void)
+dlock_lease_refuse_after_expiry(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz next = 0;
 	int			i;
 
-	if (dlock_min_lease > now || dlock_my_slot == NULL)
+	if (dlock_lease_min > now || dlock_my_slot == NULL)
 		return;
 	for (i = 0; i < dlock_my_slot->nused; i++)
 	{
@@ -96,7 +99,7 @@ dlock_refuse_after_expiry(void)
 		if (next == 0 || e->lease_expires < next)
 			next = e->lease_expires;
 	}
-	dlock_min_lease = next;
+	dlock_lease_min = next;
 }
 
 /* A lease argument in microseconds, checked; -1 for none. */
@@ -126,11 +129,11 @@ dlock_lease_arg(FunctionCallInfo fcinfo, int argno)
  * that transaction.  Only entries with a lease cost a lookup.
  */
 void
-dlock_forget_released_leased(void)
+dlock_lease_forget_released(void)
 {
 	int			i;
 
-	if (dlock_my_slot == NULL || dlock_min_lease == 0)
+	if (dlock_my_slot == NULL || dlock_lease_min == 0)
 		return;
 	for (i = 0; i < dlock_my_slot->nused; i++)
 	{
@@ -138,13 +141,13 @@ dlock_forget_released_leased(void)
 
 		if (e->inuse && e->lease_expires != 0 && e->nsession > 0 && e->nxact == 0 &&
 			!dlock_entry_lock_held(e))
-			dlock_forget_stale_session_hold(i);
+			dlock_entry_forget_stale(i);
 	}
 }
 
 /* PREPARE TRANSACTION is refused while this session has a hold with a lease. */
 void
-dlock_refuse_prepare_with_lease(void)
+dlock_lease_refuse_prepare(void)
 {
 	int			i;
 
@@ -217,7 +220,7 @@ refuse_commit(const char *utf8name, int len, TimestampTz expired, bool prepare,
 }
 
 void
-dlock_wake_reaper(TimestampTz expires)
+dlock_lease_wake_reaper(TimestampTz expires)
 {
 	uint64		w;
 	int			p;
@@ -231,7 +234,7 @@ dlock_wake_reaper(TimestampTz expires)
 
 /* Remember a release of a hold whose lease has run out (see above). */
 void
-dlock_note_release(const DlockEntry *e)
+dlock_lease_note_release(const DlockEntry *e)
 {
 	if (e->lease_expires == 0 || released_expired_at != 0 ||
 		e->lease_expires > GetCurrentTimestamp())
@@ -242,7 +245,7 @@ dlock_note_release(const DlockEntry *e)
 }
 
 void
-dlock_forget_released_expired(void)
+dlock_lease_forget_released_expired(void)
 {
 	released_expired_at = 0;
 }
@@ -253,7 +256,7 @@ dlock_forget_released_expired(void)
  * commit anything meanwhile, however late the reaper is.
  */
 void
-dlock_refuse_commit_after_expiry(bool prepare)
+dlock_lease_refuse_commit(bool prepare)
 {
 	int			i;
 
@@ -340,9 +343,9 @@ dlock_renew(PG_FUNCTION_ARGS)
 	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
 	dlock_backend_init();
 
-	n = dlock_held_entries(&name, refs);
+	n = dlock_entries_held(&name, refs);
 	if (n == 0)
-		dlock_not_held(&name);
+		dlock_entries_not_held(&name);
 	now = GetCurrentTimestamp();
 	for (i = 0; i < n; i++)
 	{
@@ -372,7 +375,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 		old_expires[i] = e->lease_expires;
 		old_us[i] = e->lease_us;
 		expires = dlock_lease_end(now, len);
-		dlock_note_lease(expires);
+		dlock_lease_note(expires);
 		dlock_change_begin(refs[i]);
 		e->lease_us = len;
 		e->lease_expires = expires;
@@ -400,9 +403,9 @@ dlock_renew(PG_FUNCTION_ARGS)
 				if (took[j])
 					dlock_marker_drop(name.key, e->mode);
 			}
-			dlock_wake_reaper(old_expires[i]);
+			dlock_lease_wake_reaper(old_expires[i]);
 			dlock_lease_expired(dlock_display_name(&name), old_expires[i]);
 		}
-	dlock_wake_reaper(expires);
+	dlock_lease_wake_reaper(expires);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }

@@ -30,20 +30,20 @@ extern void dlock_leases_shmem_init(void);
  * No later than the earliest lease of this backend's holds (0: none given
  * since it was last found to have none).
  */
-extern TimestampTz dlock_min_lease;
+extern TimestampTz dlock_lease_min;
 
 extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno);
-extern void dlock_note_lease(TimestampTz expires);
-extern void dlock_wake_reaper(TimestampTz expires);
+extern void dlock_lease_note(TimestampTz expires);
+extern void dlock_lease_wake_reaper(TimestampTz expires);
 extern bool dlock_lease_ran_out(const DlockEntry *e);
 extern void dlock_lease_expired(const char *name, TimestampTz expired);
 
 /* what a holder past its lease must not do */
-extern void dlock_refuse_after_expiry(void);
-extern void dlock_note_release(const DlockEntry *e);
-extern void dlock_refuse_commit_after_expiry(bool prepare);
-extern void dlock_refuse_prepare_with_lease(void);
-extern void dlock_forget_released_expired(void);
-extern void dlock_forget_released_leased(void);
+extern void dlock_lease_refuse_after_expiry(void);
+extern void dlock_lease_note_release(const DlockEntry *e);
+extern void dlock_lease_refuse_commit(bool prepare);
+extern void dlock_lease_refuse_prepare(void);
+extern void dlock_lease_forget_released_expired(void);
+extern void dlock_lease_forget_released(void);
 
 #endif							/* DLOCK_LEASES_H */

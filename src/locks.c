@@ -16,6 +16,9 @@
  * (drawing a token, a cancel or terminate that came meanwhile) runs where an
  * error gives this call's grant back before it reaches the caller: a caller
  * told "error" holds nothing it was not told of.
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -101,7 +104,7 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 	if (xact)
 	{
 		e->nxact++;
-		dlock_add_xact_hold(ref);
+		dlock_xact_hold_add(ref);
 	}
 	else
 		e->nsession++;
@@ -112,9 +115,9 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 	}
 	dlock_change_end(ref);
 	if (expires != 0)
-		dlock_note_lease(expires);
+		dlock_lease_note(expires);
 	if (expires != 0)
-		dlock_wake_reaper(expires);
+		dlock_lease_wake_reaper(expires);
 }
 
 static void
@@ -362,10 +365,10 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 	{
 		DLOCK_FAULT("lock.granted");
 		/* a lease of this session's that ran out while we waited */
-		if (unlikely(dlock_min_lease != 0))
-			dlock_refuse_after_expiry();
+		if (unlikely(dlock_lease_min != 0))
+			dlock_lease_refuse_after_expiry();
 		if (start)
-			token = dlock_next_token();
+			token = dlock_token_next();
 		/* a session hold with a lease: its marker (dlock.h) */
 		if (marker && !dlock_marker_held(name->key, mode))
 		{
@@ -428,11 +431,11 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	lockmode = DlockLockMode(mode);
 	ref = dlock_entry_for(&name, mode, lease_us >= 0);
 	if (xact)
-		dlock_reserve_xact_hold();
-	dlock_drop_stale_session_part(ref);
+		dlock_xact_hold_reserve();
+	dlock_entry_drop_stale_session(ref);
 	/* a session past a lease takes nothing more (it is being ended) */
-	if (unlikely(dlock_min_lease != 0))
-		dlock_refuse_after_expiry();
+	if (unlikely(dlock_lease_min != 0))
+		dlock_lease_refuse_after_expiry();
 
 	dlock_set_locktag(&tag, name.key);
 	/* a hold whose lease ran out: taking it again must not bring it back */
@@ -443,7 +446,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	{
 		TimestampTz start;
 
-		dlock_forget_stale_session_hold(ref);
+		dlock_entry_forget_stale(ref);
 		if (!can_wait || timeout_us == 0)
 		{
 			dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
@@ -522,13 +525,13 @@ dlock_unlock(PG_FUNCTION_ARGS)
 	released = LockRelease(&tag, DlockLockMode(mode), true);
 	/* nothing below raises: only a signal, a stall or a death can land here */
 	DLOCK_FAULT("lock.release");
-	ref = dlock_find_entry(name.key, mode);
+	ref = dlock_entry_find(name.key, mode);
 	if (ref >= 0)
 	{
 		DlockEntry *e = dlock_entry_at(ref);
 
 		if (released)
-			dlock_note_release(e);
+			dlock_lease_note_release(e);
 		if (e->lease_expires != 0 && (!released || e->nsession <= 1))
 			dlock_marker_drop(e->key, e->mode);
 		dlock_change_begin(ref);
@@ -553,7 +556,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 	int			ref;
 
 	dlock_backend_init();
-	n = dlock_nrefs();
+	n = dlock_entry_nrefs();
 	for (ref = 0; ref < n; ref++)
 	{
 		DlockEntry *e = dlock_entry_at(ref);
@@ -567,15 +570,15 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		}
 		if (!e->inuse || e->nsession == 0)
 			continue;
-		dlock_drop_stale_session_part(ref);
+		dlock_entry_drop_stale_session(ref);
 		if (!e->inuse || e->nsession == 0)
 			continue;
 		if (!dlock_entry_lock_held(e))
 		{
-			dlock_forget_stale_session_hold(ref);
+			dlock_entry_forget_stale(ref);
 			continue;
 		}
-		dlock_note_release(e);
+		dlock_lease_note_release(e);
 		dlock_set_locktag(&tag, e->key);
 		while (e->nsession > 0)
 		{
@@ -588,7 +591,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		}
 		if (released)
 			count++;
-		dlock_end_session_part(ref);
+		dlock_entry_end_session(ref);
 		if (released && !e->inuse)
 			dlock_stats_hold_ended(e);
 	}

@@ -7,6 +7,9 @@
  * compute it (README.md has the recipe and test vectors), and it is the key
  * of an ordinary bigint advisory lock: dlock_try('x') and
  * pg_try_advisory_lock(dlock_key('x')) take the same lock.
+ *
+ * Layer 1 of the map in dlock.h (the ground): calls no other file of dlock's
+ * but sha256.c.
  */
 #include "postgres.h"
 

@@ -42,11 +42,4 @@ extern Datum dlock_interval_datum(int64 us);
 struct PgBackendStatus;
 extern void dlock_client_address(const struct PgBackendStatus *be, char *buf);
 
-/* A limit setting as it applies: -1 (its default) is half of total, at least 1. */
-static inline int
-dlock_limit_or_half(int setting, int total)
-{
-	return setting >= 0 ? setting : Max(total / 2, 1);
-}
-
 #endif							/* DLOCK_NAME_H */

@@ -2,6 +2,9 @@
  * protocol.c: the detached-lock protocol's part of shared memory, and what
  * both of its sides use (protocol.h): consistent copies of holds, errors
  * carried from a holding process to its caller, lease expiries remembered.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -86,7 +89,7 @@ dlock_protocol_shmem_init(void)
 
 /* A consistent copy of a detached hold (its change counter: changecount.h). */
 void
-dlock_read_hold(DlockHold *src, DlockHold *copy)
+dlock_hold_read(DlockHold *src, DlockHold *copy)
 {
 	int			tries = 0;
 
@@ -135,7 +138,7 @@ dlock_error_save(DlockError *e, const ErrorData *edata)
 
 /* Remember a lease that ran out, so that dlock_extend can tell. */
 void
-dlock_note_expiry(const DlockHold *h)
+dlock_expiry_note(const DlockHold *h)
 {
 	DlockDetachedShared *s = dlock_detached;
 	DlockExpired *x;
@@ -153,7 +156,7 @@ dlock_note_expiry(const DlockHold *h)
 }
 
 bool
-dlock_find_expiry(Oid dbid, int64 key, int64 token, TimestampTz *when)
+dlock_expiry_find(Oid dbid, int64 key, int64 token, TimestampTz *when)
 {
 	DlockDetachedShared *s = dlock_detached;
 	bool		found = false;
@@ -191,7 +194,7 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 
 		if (h->state == DLOCK_HOLD_FREE)	/* unlocked peek */
 			continue;
-		dlock_read_hold(h, &hold);
+		dlock_hold_read(h, &hold);
 		if (hold.state != DLOCK_HOLD_FREE)
 			fn(arg, pid, &hold);
 	}
@@ -202,7 +205,7 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 		pid = w->worker_pid;
 		if (pid == 0 || w->hold.state == DLOCK_HOLD_FREE)
 			continue;
-		dlock_read_hold(&w->hold, &hold);
+		dlock_hold_read(&w->hold, &hold);
 		if (hold.state != DLOCK_HOLD_FREE)
 			fn(arg, pid, &hold);
 	}

@@ -141,7 +141,7 @@ typedef struct DlockWaiter
 {
 	pg_atomic_uint64 tstate;	/* DLOCK_W_PACK(ticket, DLOCK_W_*) */
 	Oid			claim_role;		/* the role that claimed it (written right after
-								 * the claim; dlock.max_detached_waiters_per_role) */
+															 * the claim; dlock.max_detached_waiters_per_role) */
 	int			caller_pid;
 	int			caller_procno;
 	int			worker_pid;		/* 0 until it runs */
@@ -226,15 +226,22 @@ dlock_hold_end(DlockHold *h)
 	dlock_count_end(&h->changecount);
 }
 
+/* A per-role limit setting as it applies: -1 (its default) is half of total, at least 1. */
+static inline int
+dlock_limit_or_half(int setting, int total)
+{
+	return setting >= 0 ? setting : Max(total / 2, 1);
+}
+
 /* protocol.c */
 extern Size dlock_protocol_shmem_size(void);
 extern void dlock_protocol_shmem_init(void);
-extern void dlock_read_hold(DlockHold *src, DlockHold *copy);
+extern void dlock_hold_read(DlockHold *src, DlockHold *copy);
 extern void dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
 							const char *detail, const char *hint);
 extern void dlock_error_save(DlockError *e, const ErrorData *edata);
-extern void dlock_note_expiry(const DlockHold *h);
-extern bool dlock_find_expiry(Oid dbid, int64 key, int64 token, TimestampTz *when);
+extern void dlock_expiry_note(const DlockHold *h);
+extern bool dlock_expiry_find(Oid dbid, int64 key, int64 token, TimestampTz *when);
 extern void dlock_hold_locktag(LOCKTAG *tag, const DlockHold *h);
 extern void dlock_ticket_locktag(LOCKTAG *tag, Oid dbid, uint64 ticket);
 

@@ -17,6 +17,9 @@
  * It also starts fencing tokens as soon as the server is a primary (at start,
  * and within a second of a promotion), so that the token file holds the
  * timeline the server writes on even if no lock is ever taken (tokens.c).
+ *
+ * Layer 6 of the map in dlock.h (processes): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -160,7 +163,7 @@ still_victim(int i, const DlockSlot *copy, const DlockEntry *e, int scope, Times
 	DLOCK_FAULT("reaper.recheck");
 	ld = fresh_lock_data();
 	pg_memory_barrier();
-	if (!dlock_read_slot(dlock_slot(i), recheck, SLOT_READ_LIMIT))
+	if (!dlock_slot_read(dlock_slot(i), recheck, SLOT_READ_LIMIT))
 		return -1;
 	if (recheck->pid != copy->pid || recheck->generation != copy->generation)
 		return 0;
@@ -325,7 +328,7 @@ dlock_reaper_main(Datum arg)
 				actions[i].pid = 0;
 				continue;
 			}
-			if (!dlock_read_slot(slot, copy, SLOT_READ_LIMIT))
+			if (!dlock_slot_read(slot, copy, SLOT_READ_LIMIT))
 			{
 				next = Min(next, now + SLOT_RETRY_US);
 				continue;

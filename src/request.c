@@ -10,6 +10,9 @@
  * asked then undoes what it did for it (protocol.h, DlockRequest.state), so
  * a caller never keeps a lock it was told it did not get, and no call waits
  * on a stalled lock holder.
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -189,7 +192,7 @@ wait_request_idle(DlockRequest *r, TimestampTz deadline)
  * deadline (0: none) passed first.
  */
 bool
-dlock_idle_request(DlockRequest **rp, TimestampTz deadline)
+dlock_request_idle(DlockRequest **rp, TimestampTz deadline)
 {
 	*rp = my_request();
 	return wait_request_idle(*rp, deadline);
@@ -201,10 +204,10 @@ dlock_idle_request(DlockRequest **rp, TimestampTz deadline)
  * claimed is taken back, one being worked on is left to the process asked,
  * which undoes it (DlockRequest.state).  If the process asked exits first,
  * the answer is an error: whatever it held went with it.  The request came
- * from dlock_idle_request.
+ * from dlock_request_idle.
  */
 bool
-dlock_send_request(DlockRequest *r, int target_pid, int target_procno, TimestampTz deadline)
+dlock_request_send(DlockRequest *r, int target_pid, int target_procno, TimestampTz deadline)
 {
 	Assert(pg_atomic_read_u32(&r->state) == DLOCK_REQ_IDLE);
 	r->target_pid = target_pid;
@@ -284,7 +287,7 @@ dlock_send_request(DlockRequest *r, int target_pid, int target_procno, Timestamp
 
 /* Raise, in the caller, an error a holding process ran into. */
 void
-dlock_raise_error(const DlockError *e)
+dlock_error_raise(const DlockError *e)
 {
 	ereport(ERROR,
 			(errcode(e->sqlerrcode),
@@ -294,7 +297,7 @@ dlock_raise_error(const DlockError *e)
 }
 
 void
-dlock_sleep_on_latch(long ms)
+dlock_request_sleep(long ms)
 {
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 ms, PG_WAIT_EXTENSION);

@@ -5,7 +5,10 @@
  *
  * A sender that left its request while it was being worked on (ABANDONED;
  * protocol.h) is not told: what was done for it is undone, and the request
- * freed (dlock_request_free).
+ * freed (dlock_serve_free).
+ *
+ * Layer 6 of the map in dlock.h (processes): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -36,7 +39,7 @@ DlockRequest *dlock_serving = NULL;
 
 /* A detached hold ended (released, expired, or its process exits): counted. */
 void
-dlock_hold_ended(const DlockHold *h)
+dlock_serve_hold_ended(const DlockHold *h)
 {
 	if (h->state == DLOCK_HOLD_HELD)
 		dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
@@ -44,7 +47,7 @@ dlock_hold_ended(const DlockHold *h)
 }
 
 void
-dlock_log_expiry(const DlockHold *h, const char *who)
+dlock_serve_log_expiry(const DlockHold *h, const char *who)
 {
 	ereport(LOG,
 			(errmsg("lease of detached lock \"%.*s\" expired, released it",
@@ -79,14 +82,14 @@ request_done(DlockRequest *r)
 
 /* A request its sender left, undone: free for the sender's next one. */
 void
-dlock_request_free(DlockRequest *r)
+dlock_serve_free(DlockRequest *r)
 {
 	pg_atomic_write_u32(&r->state, DLOCK_REQ_IDLE);
 }
 
 /* Answer a request and wake its sender; false if the sender left it. */
 bool
-dlock_reply(DlockRequest *r, int result)
+dlock_serve_reply(DlockRequest *r, int result)
 {
 	r->result = result;
 	pg_write_barrier();
@@ -95,10 +98,10 @@ dlock_reply(DlockRequest *r, int result)
 
 /* Answer a request that changed nothing (freed if its sender left it). */
 void
-dlock_reply_only(DlockRequest *r, int result)
+dlock_serve_reply_only(DlockRequest *r, int result)
 {
-	if (!dlock_reply(r, result))
-		dlock_request_free(r);
+	if (!dlock_serve_reply(r, result))
+		dlock_serve_free(r);
 }
 
 /*
@@ -107,7 +110,7 @@ dlock_reply_only(DlockRequest *r, int result)
  * still running?  DLOCK_RES_OK if the operation may go on.
  */
 int
-dlock_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
+dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 {
 	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
 		h->key != r->hold.key || h->dbid != r->hold.dbid)
@@ -130,7 +133,7 @@ dlock_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
  * sender left meanwhile, when the lease it was not told of is taken back.
  */
 bool
-dlock_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
+dlock_serve_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
 {
 	TimestampTz old = h->lease_expires;
 
@@ -138,12 +141,12 @@ dlock_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
 	h->lease_expires = now + r->lease_us;
 	dlock_hold_end(h);
 	r->expires = h->lease_expires;
-	if (dlock_reply(r, DLOCK_RES_OK))
+	if (dlock_serve_reply(r, DLOCK_RES_OK))
 		return true;
 	dlock_hold_begin(h);
 	h->lease_expires = old;
 	dlock_hold_end(h);
-	dlock_request_free(r);
+	dlock_serve_free(r);
 	return false;
 }
 
@@ -181,7 +184,7 @@ dlock_serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockReque
 			 * look and our claim: give it back, and wake the one it is for.
 			 */
 			if (!pg_atomic_compare_exchange_u32(&r->state, &working, DLOCK_REQ_PENDING))
-				dlock_request_free(r);	/* left by its sender meanwhile */
+				dlock_serve_free(r);	/* left by its sender meanwhile */
 			else
 				SetLatch(&GetPGProcByNumber(r->target_procno)->procLatch);
 			continue;
@@ -192,7 +195,7 @@ dlock_serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockReque
 		if (r->op == DLOCK_OP_ACQUIRE && acquire != NULL)
 			acquire(r);
 		else if (r->op == DLOCK_OP_ACQUIRE)
-			dlock_reply_only(r, DLOCK_RES_BUSY);
+			dlock_serve_reply_only(r, DLOCK_RES_BUSY);
 		else
 			other(r);
 		dlock_serving = NULL;
@@ -272,7 +275,7 @@ dlock_serve_and_poll(void (*acquire) (DlockRequest *), void (*other) (DlockReque
 }
 
 void
-dlock_worker_signals(void)
+dlock_serve_signals(void)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -285,7 +288,7 @@ dlock_worker_signals(void)
 
 /* The start of each round of a holding process's loop. */
 void
-dlock_loop_top(void)
+dlock_serve_loop_top(void)
 {
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
@@ -297,7 +300,7 @@ dlock_loop_top(void)
 }
 
 void
-dlock_wait_for_work(TimestampTz until)
+dlock_serve_wait(TimestampTz until)
 {
 	long		sleep_ms = 60 * 1000L;
 	TimestampTz now = GetCurrentTimestamp();

@@ -11,22 +11,22 @@
 /* the request being served, for the error recovery of the lock holder */
 extern DlockRequest *dlock_serving;
 
-extern void dlock_request_free(DlockRequest *r);
-extern bool dlock_reply(DlockRequest *r, int result);
-extern void dlock_reply_only(DlockRequest *r, int result);
-extern int	dlock_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now);
-extern bool dlock_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now);
+extern void dlock_serve_free(DlockRequest *r);
+extern bool dlock_serve_reply(DlockRequest *r, int result);
+extern void dlock_serve_reply_only(DlockRequest *r, int result);
+extern int	dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now);
+extern bool dlock_serve_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now);
 extern bool dlock_serve_requests(void (*acquire) (DlockRequest *),
 								 void (*other) (DlockRequest *));
 extern void dlock_serve_and_poll(void (*acquire) (DlockRequest *),
 								 void (*other) (DlockRequest *),
 								 const TimestampTz *next_expiry);
 
-extern void dlock_hold_ended(const DlockHold *h);
-extern void dlock_log_expiry(const DlockHold *h, const char *who);
+extern void dlock_serve_hold_ended(const DlockHold *h);
+extern void dlock_serve_log_expiry(const DlockHold *h, const char *who);
 
-extern void dlock_worker_signals(void);
-extern void dlock_loop_top(void);
-extern void dlock_wait_for_work(TimestampTz until);
+extern void dlock_serve_signals(void);
+extern void dlock_serve_loop_top(void);
+extern void dlock_serve_wait(TimestampTz until);
 
 #endif							/* DLOCK_SERVE_H */

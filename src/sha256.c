@@ -11,6 +11,9 @@
  * then costs about a quarter of the portable code.  Which one runs is
  * decided once per backend, by CPUID and by checking that both give the
  * same digest for a test input; the portable one is the fallback everywhere.
+ *
+ * Layer 1 of the map in dlock.h (the ground): calls no other file of
+ * dlock's.
  */
 #include "postgres.h"
 

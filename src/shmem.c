@@ -17,6 +17,9 @@
  *
  * The parts exist only when the library is preloaded (slots.h,
  * dlock_preloaded); _PG_init installs the hooks below then.
+ *
+ * Layer 7 of the map in dlock.h (module start): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 

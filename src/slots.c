@@ -6,6 +6,9 @@
  * feature that needs shared memory (names in the view, leases, tokens,
  * statistics, detached locks) checks that through dlock_require_preload,
  * while plain locking works without it.
+ *
+ * Layer 2 of the map in dlock.h (shared memory and per-backend records):
+ * calls only files listed before it there.
  */
 #include "postgres.h"
 
@@ -77,7 +80,7 @@ dlock_slot(int i)
  * its pid and database; -1 (nothing copied) if they do not fit.
  */
 int
-dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid *dbid)
+dlock_slot_read_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid *dbid)
 {
 	int			tries = 0;
 
@@ -102,7 +105,7 @@ dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid, Oid 
  * slot's owner did not finish a change in time, and copy is not to be used).
  */
 bool
-dlock_read_slot(DlockSlot *src, DlockSlot *copy, int limit)
+dlock_slot_read(DlockSlot *src, DlockSlot *copy, int limit)
 {
 	int			tries = 0;
 

@@ -77,8 +77,8 @@ extern void dlock_require_preload(const char *detail);
 extern Size dlock_slots_shmem_size(void);
 extern void dlock_slots_shmem_init(void);
 extern DlockSlot *dlock_slot(int i);
-extern bool dlock_read_slot(DlockSlot *src, DlockSlot *copy, int limit);
-extern int	dlock_read_slot_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid,
+extern bool dlock_slot_read(DlockSlot *src, DlockSlot *copy, int limit);
+extern int	dlock_slot_read_entries(DlockSlot *src, DlockEntry *buf, int cap, int *pid,
 									Oid *dbid);
 
 #endif							/* DLOCK_SLOTS_H */

@@ -13,6 +13,9 @@
  * Invariant: nothing here raises an error or allocates on the counting
  * path; an event that cannot be counted is dropped, never a reason for a
  * lock call to fail.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -97,7 +100,7 @@ static int16 pending_index[PENDING_INDEX];	/* -1: empty */
 static void
 backend_exit_holds(int code, Datum arg)
 {
-	int			n = dlock_nrefs();
+	int			n = dlock_entry_nrefs();
 	int			ref;
 
 	for (ref = 0; ref < n; ref++)

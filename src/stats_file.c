@@ -4,6 +4,9 @@
  * The table is written to DLOCK_STATS_FILE when the server shuts down
  * cleanly, read back (and the file removed) when it starts: kept across a
  * clean restart, empty after a crash or an immediate shutdown.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 

@@ -17,6 +17,9 @@
  * Invariant: nothing here raises an error or allocates on the counting
  * path; an event that cannot be counted (never: the table makes room) is
  * dropped, never a reason for a lock call to fail.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 

@@ -29,6 +29,9 @@
  * a later timeline, as after pg_upgrade; the timeline's tokens are used up;
  * a standby), the acquisition goes on without one, and dlock_token says why,
  * rather than hand out one that could repeat.
+ *
+ * Layer 3 of the map in dlock.h (mechanisms): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -517,7 +520,7 @@ tokens_reserve(DlockTokens *s, uint64 t)
  * The fencing token of a new hold: positive, or DLOCK_NO_TOKEN(why).  The usual case is one atomic add and one read.
  */
 int64
-dlock_next_token(void)
+dlock_token_next(void)
 {
 	DlockTokens *s = tokens;
 	uint32		state;
@@ -555,7 +558,7 @@ dlock_next_token(void)
 
 /* Why a hold has no token: the DETAIL (and HINT) of dlock_token's error. */
 int
-dlock_no_token_detail(int64 token)
+dlock_token_none_detail(int64 token)
 {
 	DlockTokens *s = tokens;
 
@@ -589,13 +592,13 @@ dlock_token(PG_FUNCTION_ARGS)
 	dlock_name_arg(fcinfo, 0, &name);
 	dlock_require_preload("Fencing tokens are handed out from a counter in shared memory.");
 	dlock_backend_init();
-	if (dlock_held_entries(&name, refs) == 0)
-		dlock_not_held(&name);
+	if (dlock_entries_held(&name, refs) == 0)
+		dlock_entries_not_held(&name);
 	e = dlock_entry_at(refs[0]);
 	if (e->token <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("lock \"%s\" has no fencing token", dlock_display_name(&name)),
-				 dlock_no_token_detail(e->token)));
+				 dlock_token_none_detail(e->token)));
 	PG_RETURN_INT64(e->token);
 }

@@ -15,8 +15,8 @@ extern void dlock_tokens_shmem_request(void);
 extern void dlock_tokens_shmem_init(void);
 
 /* The token of a new hold: positive, or <= 0 (none), which says why. */
-extern int64 dlock_next_token(void);
+extern int64 dlock_token_next(void);
 extern void dlock_tokens_prepare(void);
-extern int	dlock_no_token_detail(int64 token);
+extern int	dlock_token_none_detail(int64 token);
 
 #endif							/* DLOCK_TOKENS_H */

@@ -15,8 +15,8 @@
  */
 typedef void (*DlockNameFn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
 							 const DlockHold *h);
-extern void dlock_each_name(DlockNameFn fn, void *arg);
-extern const char *dlock_mode_text(uint8 mode);
-extern bool dlock_may_see_client(Oid role);
+extern void dlock_view_each_name(DlockNameFn fn, void *arg);
+extern const char *dlock_view_mode_text(uint8 mode);
+extern bool dlock_view_may_see_client(Oid role);
 
 #endif							/* DLOCK_VIEW_H */

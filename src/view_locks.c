@@ -8,6 +8,9 @@
  * application and client of each process (what pg_stat_activity shows).  It
  * reads each source once and joins them in hash tables, so the view costs
  * the same per lock with 100 locks held or 100,000.
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -251,7 +254,7 @@ activity_by_pid(void)
 			a->user = CStringGetTextDatum(user);
 		a->appname = CStringGetTextDatum(be->st_appname ? be->st_appname : "");
 		dlock_client_address(be, client);
-		a->client = (client[0] == '\0' || !dlock_may_see_client(be->st_userid)) ? (Datum) 0 :
+		a->client = (client[0] == '\0' || !dlock_view_may_see_client(be->st_userid)) ? (Datum) 0 :
 			DirectFunctionCall1(inet_in, CStringGetDatum(client));
 	}
 	return tab;
@@ -326,7 +329,7 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	{
 		values[7] = CStringGetTextDatum(h->rolname);
 		values[8] = CStringGetTextDatum(h->appname);
-		if (h->client[0] == '\0' || !dlock_may_see_client(h->role))
+		if (h->client[0] == '\0' || !dlock_view_may_see_client(h->role))
 			nulls[9] = true;
 		else
 			values[9] = DirectFunctionCall1(inet_in, CStringGetDatum(h->client));
@@ -468,7 +471,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	dlock_database_names_reset();
 	name_table_init(&names, names_expected());
-	dlock_each_name(index_name, &names);
+	dlock_view_each_name(index_name, &names);
 	call.rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	call.names = &names;
 	call.activity = activity_by_pid();

@@ -2,6 +2,9 @@
  * view_names.c: dlock_names(), what every backend's slot and every
  * detached hold says is held or awaited (the names half of the dlock_locks
  * view, view_locks.c).
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -48,7 +51,7 @@ each_hold(void *arg, int pid, const DlockHold *h)
 
 /* (view.h) */
 void
-dlock_each_name(DlockNameFn fn, void *arg)
+dlock_view_each_name(DlockNameFn fn, void *arg)
 {
 	DlockEntry *buf;
 	EachHold	x;
@@ -69,7 +72,7 @@ dlock_each_name(DlockNameFn fn, void *arg)
 		if (slot->pid == 0 || slot->nused <= 0) /* unlocked peek; the copy
 												 * is what counts */
 			continue;
-		n = dlock_read_slot_entries(slot, buf, dlock_slots->entries_per_slot, &pid, &dbid);
+		n = dlock_slot_read_entries(slot, buf, dlock_slots->entries_per_slot, &pid, &dbid);
 		for (j = 0; j < n; j++)
 			if (buf[j].inuse && pid != 0)
 				fn(arg, pid, dbid, &buf[j], NULL);
@@ -84,14 +87,14 @@ dlock_each_name(DlockNameFn fn, void *arg)
 
 /* May the current user see the client address of a session of role? */
 bool
-dlock_may_see_client(Oid role)
+dlock_view_may_see_client(Oid role)
 {
 	return has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS) ||
 		has_privs_of_role(GetUserId(), role);
 }
 
 const char *
-dlock_mode_text(uint8 mode)
+dlock_view_mode_text(uint8 mode)
 {
 	return mode == DLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
 }
@@ -109,7 +112,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 	if (e != NULL)
 	{
 		values[2] = Int64GetDatum(e->key);
-		values[3] = CStringGetTextDatum(dlock_mode_text(e->mode));
+		values[3] = CStringGetTextDatum(dlock_view_mode_text(e->mode));
 		values[4] = dlock_name_datum(e->name, e->namelen, &nulls[4]);
 		values[5] = Int32GetDatum(e->nsession);
 		values[6] = Int32GetDatum(e->nxact);
@@ -129,7 +132,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 	else
 	{
 		values[2] = Int64GetDatum(h->key);
-		values[3] = CStringGetTextDatum(dlock_mode_text(h->mode));
+		values[3] = CStringGetTextDatum(dlock_view_mode_text(h->mode));
 		values[4] = dlock_name_datum(h->name, h->namelen, &nulls[4]);
 		values[5] = Int32GetDatum(0);
 		values[6] = Int32GetDatum(0);
@@ -147,7 +150,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 		values[13] = CStringGetTextDatum(h->appname);
 		values[14] = CStringGetTextDatum(h->client);
 		/* as pg_stat_activity: the address only to the role and pg_read_all_stats */
-		nulls[14] = (h->client[0] == '\0' || !dlock_may_see_client(h->role));
+		nulls[14] = (h->client[0] == '\0' || !dlock_view_may_see_client(h->role));
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
@@ -158,6 +161,6 @@ dlock_names(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	InitMaterializedSRF(fcinfo, 0);
-	dlock_each_name(put_name, rsinfo);
+	dlock_view_each_name(put_name, rsinfo);
 	return (Datum) 0;
 }

@@ -1,6 +1,9 @@
 /*
  * view_stats.c: the dlock_stats view (dlock_stats()), dlock_stats_info()
  * and dlock_stats_reset(), over the table in shared memory (stats_table.h).
+ *
+ * Layer 4 of the map in dlock.h (SQL functions): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 

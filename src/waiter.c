@@ -9,6 +9,9 @@
  * hands the lock over (its token) through its waiter block (protocol.h,
  * DlockWaiter.tstate) and keeps that one lock and nothing else until it is
  * released or its lease runs out, then exits.
+ *
+ * Layer 6 of the map in dlock.h (processes): calls only files
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -44,7 +47,7 @@ static bool my_lock_ended = false;	/* released (a release, its lease) */
 static void
 waiter_refuse_requests(DlockRequest *r)
 {
-	dlock_reply_only(r, DLOCK_RES_NOT_HELD);
+	dlock_serve_reply_only(r, DLOCK_RES_NOT_HELD);
 }
 
 /*
@@ -81,7 +84,7 @@ waiter_exit(int code, Datum arg)
 	if (w->hold.state != DLOCK_HOLD_FREE)
 	{
 		waiter_uncount_if_abandoned();
-		dlock_hold_ended(&w->hold);
+		dlock_serve_hold_ended(&w->hold);
 		dlock_hold_begin(&w->hold);
 		w->hold.state = DLOCK_HOLD_FREE;
 		dlock_hold_end(&w->hold);
@@ -194,7 +197,7 @@ waiter_release(void)
 	LOCKTAG		tag;
 
 	/* counted first: the next holder may look at dlock_stats at once */
-	dlock_hold_ended(h);
+	dlock_serve_hold_ended(h);
 	dlock_hold_locktag(&tag, h);
 	LockRelease(&tag, DlockLockMode(h->mode), true);
 	my_lock_ended = true;
@@ -217,26 +220,26 @@ waiter_extend_release(DlockRequest *r)
 {
 	DlockHold  *h = &my_waiter->hold;
 	TimestampTz now = GetCurrentTimestamp();
-	int			res = dlock_check_hold(r, h, now);
+	int			res = dlock_serve_check_hold(r, h, now);
 
 	if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
 	{
-		(void) dlock_extend_hold(r, h, now);
+		(void) dlock_serve_extend_hold(r, h, now);
 		return;
 	}
 	if (res == DLOCK_RES_EXPIRED)
 	{
-		dlock_log_expiry(h, "waiter process");
-		dlock_note_expiry(h);
+		dlock_serve_log_expiry(h, "waiter process");
+		dlock_expiry_note(h);
 	}
 	if (res == DLOCK_RES_OK || res == DLOCK_RES_EXPIRED)
 	{
 		/* release before answering: the caller may take it again at once */
 		waiter_release();
-		dlock_reply_only(r, res);
+		dlock_serve_reply_only(r, res);
 		proc_exit(0);
 	}
-	dlock_reply_only(r, res);
+	dlock_serve_reply_only(r, res);
 }
 
 /* The end of a wait that got nothing: tell the caller, who frees the block. */
@@ -347,7 +350,7 @@ dlock_waiter_main(Datum arg)
 	if (result == DLOCK_RES_OK)
 	{
 		DLOCK_FAULT("waiter.granted");
-		token = dlock_next_token();
+		token = dlock_token_next();
 		if (token <= 0)
 		{
 			LockRelease(&tag, lockmode, true);
@@ -381,7 +384,7 @@ dlock_waiter_main(Datum arg)
 	{
 		uint32		st;
 
-		dlock_loop_top();
+		dlock_serve_loop_top();
 		DLOCK_FAULT("waiter.holding");
 
 		/*
@@ -394,10 +397,10 @@ dlock_waiter_main(Datum arg)
 		dlock_serve_requests(NULL, waiter_extend_release);
 		if (w->hold.lease_expires <= GetCurrentTimestamp())
 		{
-			dlock_log_expiry(&w->hold, "waiter process");
-			dlock_note_expiry(&w->hold);
+			dlock_serve_log_expiry(&w->hold, "waiter process");
+			dlock_expiry_note(&w->hold);
 			waiter_release_and_leave();
 		}
-		dlock_wait_for_work(w->hold.lease_expires);
+		dlock_serve_wait(w->hold.lease_expires);
 	}
 }

@@ -13,6 +13,9 @@
  * Invariant: dlock_xact_holds (entries.h) lists exactly the
  * transaction-scope holds the lock manager has for this backend, each with
  * the subtransaction that owns it.
+ *
+ * Layer 5 of the map in dlock.h (transaction callbacks): calls only files
+ * below it.
  */
 #include "postgres.h"
 
@@ -88,7 +91,7 @@ drop_xact_hold(int i)
 static void
 refuse_prepare_beyond_room(void)
 {
-	int			n = dlock_nrefs();
+	int			n = dlock_entry_nrefs();
 	int			held = 0;
 	int			ref;
 
@@ -121,17 +124,17 @@ xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
-			dlock_refuse_commit_after_expiry(false);
+			dlock_lease_refuse_commit(false);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dlock_refuse_commit_after_expiry(true);
+			dlock_lease_refuse_commit(true);
 			dlock_detached_refuse_prepare();
 			/*
 			 * Any hold with a lease, session scope too: the prepared
 			 * transaction could be committed after the lease ran out and
 			 * another holder took over, by anyone.
 			 */
-			dlock_refuse_prepare_with_lease();
+			dlock_lease_refuse_prepare();
 			refuse_prepare_beyond_room();
 			break;
 		case XACT_EVENT_COMMIT:
@@ -147,10 +150,10 @@ xact_callback(XactEvent event, void *arg)
 			/* detached locks acquired in it: kept, or undone with it */
 			dlock_detached_xact_end(event != XACT_EVENT_ABORT &&
 									event != XACT_EVENT_PARALLEL_ABORT);
-			dlock_forget_released_expired();
+			dlock_lease_forget_released_expired();
 			while (dlock_n_xact_holds > 0)
 				drop_xact_hold(dlock_n_xact_holds - 1);
-			dlock_forget_released_leased();
+			dlock_lease_forget_released();
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();
 			break;

@@ -52,8 +52,8 @@ include $(PGXS)
 # after the include: Makefile.global empties it
 PROVE_FLAGS += -I test/t
 
-# every source file includes the shared headers (PGXS tracks no header changes)
-$(OBJS) $(OBJS:.o=.bc): src/dlock.h src/compat.h src/fault.h
+# PGXS tracks no header changes: every object depends on every header
+$(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h)
 
 installcheck-nopreload:
 	$(pg_regress_installcheck) --temp-instance=tmp_check_nopreload \

@@ -144,8 +144,8 @@ dlock_fault_point(const char *name)
 	}
 }
 
-static void
-require_faults(void)
+void
+dlock_fault_require(void)
 {
 	if (faults == NULL)
 		ereport(ERROR,
@@ -161,7 +161,7 @@ dlock_fault_set(PG_FUNCTION_ARGS)
 	char	   *action = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	int			a;
 
-	require_faults();
+	dlock_fault_require();
 	for (a = 0; a < (int) lengthof(action_names); a++)
 		if (strcmp(action, action_names[a]) == 0)
 			break;
@@ -185,7 +185,7 @@ dlock_fault_set(PG_FUNCTION_ARGS)
 Datum
 dlock_fault_clear(PG_FUNCTION_ARGS)
 {
-	require_faults();
+	dlock_fault_require();
 	SpinLockAcquire(&faults->lock);
 	faults->armed = false;
 	SpinLockRelease(&faults->lock);
@@ -198,7 +198,7 @@ dlock_fault_hits(PG_FUNCTION_ARGS)
 {
 	int			hits;
 
-	require_faults();
+	dlock_fault_require();
 	SpinLockAcquire(&faults->lock);
 	hits = faults->hits;
 	SpinLockRelease(&faults->lock);

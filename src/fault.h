@@ -14,6 +14,7 @@
 extern void dlock_fault_point(const char *name);
 extern Size dlock_fault_shmem_size(void);
 extern void dlock_fault_shmem_init(void);
+extern void dlock_fault_require(void);
 #define DLOCK_FAULT(name) dlock_fault_point(name)
 #else
 #define DLOCK_FAULT(name) ((void) 0)

@@ -230,7 +230,7 @@ dlock_fault_leaks(PG_FUNCTION_ARGS)
 	int			i;
 	char		buf[128];
 
-	dlock_require_preload("Detached locks are held by a background worker.");
+	dlock_fault_require();
 	for (i = 0; i < dlock_detached->nwaiters; i++)
 		if (DLOCK_W_STATE(pg_atomic_read_u64(&dlock_waiter(i)->tstate)) != DLOCK_W_FREE)
 			waiters++;

@@ -1,7 +1,9 @@
 /*
  * detached.h: detached locks as the rest of dlock sees them: a hold (what
  * the view shows), the transaction's part in them (xact.c), and their
- * settings.  How they are held is the protocol's (protocol.h), which only
+ * settings.  (Not detached.c's own header: detached.c defines only SQL
+ * functions.  What is declared here is defined in protocol.c,
+ * detached_xact.c, detached_wait.c and holder.c, as marked.)  How they are held is the protocol's (protocol.h), which only
  * the caller's side and the holding processes include.
  */
 #ifndef DLOCK_DETACHED_H

@@ -2,8 +2,8 @@
  * dlock.c: module start-up (_PG_init): the settings, the hooks, the
  * background workers.  The top of the house: nothing in dlock calls it.
  *
- * Each setting's variable lives in the file of its concern; shared memory
- * is requested and made in shmem.c.
+ * Each setting's variable lives in the file that uses it, declared in its
+ * concern's header; shared memory is requested and made in shmem.c.
  *
  * Layer 7 of the map in dlock.h (module start): calls only files
  * listed before it there.

@@ -10,14 +10,17 @@
  * own layer that come before it in this list, and files of lower layers;
  * where a lower layer must tell a higher one something, it takes a callback
  * registered from above (entries.h: what runs when a backend first uses
- * dlock).  Each file's face is its header; `../shared/tools/callgraph src`
- * checks the arrows.
+ * dlock).  Each concern's face is a header: most files have their own, a
+ * few headers serve a group of files (detached.h, detached_caller.h,
+ * protocol.h, serve.h, view.h, workers.h), and files that only define SQL
+ * functions need none.  From the repository root,
+ * `../shared/tools/callgraph src` checks the arrows.
  *
  *  1. ground
  *     compat.h       the differences between PostgreSQL majors
  *     fault.c/.h     fault points (only in the fault-injection build)
  *     sha256.c/.h    the hash of names
- *     name.c/.h      names, keys, argument checks, output helpers (datums)
+ *     name.c/.h      names, keys (dlock_key), argument checks, SQL values
  *     changecount.c/.h  the change counter: one writer, readers that copy
  *  2. shared memory and per-backend records
  *     slots.c/.h     the per-backend slots in shared memory (DlockEntry)
@@ -26,20 +29,25 @@
  *                    their lease markers, its transaction-scope holds
  *  3. mechanisms
  *     tokens.c/.h    fencing tokens: the counter, its file, dlock_token
- *     leases.c/.h    leases as the holder sees them, dlock_renew, the
- *                    reaper's wake-up
+ *     leases.c/.h    leases as the holding backend sees them, dlock_renew,
+ *                    the reaper's wake-up
  *     stats_table.c/.h  the statistics table in shared memory
  *     stats.c/.h     counting events (per backend, then into the table)
  *     stats_file.c/.h   the table's file across a clean restart
  *     protocol.c/.h  the detached-lock protocol, shared by its two sides:
- *                    request slots, holds, waiter blocks, their states
- *  4. SQL functions
- *     locks.c        dlock_try, dlock_lock, their _xact forms, dlock_unlock
+ *                    request slots, holds, waiter blocks, their states;
+ *                    detached.h is what the rest of dlock sees of detached
+ *                    locks (a hold, the transaction's part, the settings)
+ *  4. the SQL functions of locks, detached locks and views, with their
+ *     helpers (dlock_key, dlock_token and dlock_renew are with their concerns)
+ *     locks.c/.h     dlock_try, dlock_lock, their _xact forms, dlock_unlock,
+ *                    dlock_unlock_all
  *     request.c/detached_xact.c/detached_wait.c/detached.c
- *                    detached locks, the caller's side: a request and its
- *                    answer; undo with the transaction; a waited acquisition;
- *                    dlock_acquire, dlock_extend, dlock_release
- *     view_names.c/view_locks.c/view_stats.c (view.h)
+ *                    detached locks, the caller's side (detached_caller.h):
+ *                    a request and its answer; undo with the transaction; a
+ *                    waited acquisition; dlock_acquire, dlock_extend,
+ *                    dlock_release
+ *     view_names.c/view_locks.c (view.h), view_stats.c
  *                    dlock_names, dlock_locks, dlock_stats
  *  5. transaction callbacks
  *     xact.c/.h      the ends of transactions and subtransactions
@@ -49,8 +57,12 @@
  *     holder.c       the lock holder: detached locks taken without waiting
  *     waiter.c       a waiter: one waited detached lock
  *  7. module start
- *     shmem.c/.h     every part of shared memory, in one place
- *     dlock.c        _PG_init: settings, hooks, background workers
+ *     shmem.c/.h     the shared-memory hooks: every part requested and made
+ *                    in one place (each part's size and layout are its
+ *                    owner's)
+ *     dlock.c        _PG_init: the settings, the background workers, the
+ *                    ProcessUtility hook (a COMMIT past a lease is refused
+ *                    there first; DISCARD ALL forgets the session's holds)
  */
 #ifndef DLOCK_H
 #define DLOCK_H

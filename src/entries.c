@@ -1,5 +1,6 @@
 /*
- * entries.c: this backend's entries (entries.h), and their index.
+ * entries.c: this backend's entries (entries.h); their index is
+ * entry_index.c.
  *
  * Entries beyond the slot's room live in backend-local "overflow" memory:
  * their locks work, but have no name in the view and no lease.

@@ -24,6 +24,11 @@ extern DlockSlot *dlock_my_slot;
 extern int	dlock_my_cap;
 extern DlockEntry *dlock_overflow;
 extern bool dlock_ready;
+/*
+ * dlock.max_held_locks bounds all of a session's entries (so that it cannot
+ * fill the lock table); dlock.max_locks_per_session (slots.h) bounds only
+ * those in its shared slot (names in the view, leases).
+ */
 extern int	dlock_max_held_locks;
 
 /*

@@ -29,6 +29,11 @@
  * it.  When such a process exits, the lock manager releases what it held;
  * at a restart or crash every detached lock is gone.
  *
+ * Here: the lock holder, which acquires without waiting (holder_acquire),
+ * keeps the per-role limit, undoes rolled-back acquisitions through their
+ * fate words (holder_undo), releases what ran out of lease (holder_expire)
+ * and recovers from an error in its loop (holder_recover).
+ *
  * Invariant: a hold is recorded (DlockHold, HELD) exactly while its process
  * has the lock in the lock manager, and a lock is kept only while the
  * acquisition that asked for it is still wanted (a caller that gave up

@@ -77,7 +77,7 @@ dlock_lease_note(TimestampTz expires)
  * could only end with it).  Cheap unless a lease has run out.  A hold whose
  * lease ran out but which the lock manager no longer has (released behind
  * dlock's back) refuses nothing, and keeps dlock_lease_min set, so that the
- * end of the transaction forgets it (dlock_lease_forget_released).
+ * end of the transaction forgets it (dlock_lease_forget_stale_holds).
  */
 void
 dlock_lease_refuse_after_expiry(void)
@@ -129,7 +129,7 @@ dlock_lease_arg(FunctionCallInfo fcinfo, int argno)
  * that transaction.  Only entries with a lease cost a lookup.
  */
 void
-dlock_lease_forget_released(void)
+dlock_lease_forget_stale_holds(void)
 {
 	int			i;
 
@@ -244,8 +244,9 @@ dlock_lease_note_release(const DlockEntry *e)
 	released_expired_name[e->namelen] = '\0';
 }
 
+/* At every transaction's end: the release noted above is forgotten. */
 void
-dlock_lease_forget_released_expired(void)
+dlock_lease_clear_release(void)
 {
 	released_expired_at = 0;
 }

@@ -43,7 +43,7 @@ extern void dlock_lease_refuse_after_expiry(void);
 extern void dlock_lease_note_release(const DlockEntry *e);
 extern void dlock_lease_refuse_commit(bool prepare);
 extern void dlock_lease_refuse_prepare(void);
-extern void dlock_lease_forget_released_expired(void);
-extern void dlock_lease_forget_released(void);
+extern void dlock_lease_clear_release(void);
+extern void dlock_lease_forget_stale_holds(void);
 
 #endif							/* DLOCK_LEASES_H */

@@ -1,4 +1,4 @@
-/* locks.h: the settings of session and transaction locks (locks.c). */
+/* locks.h: dlock.allow_standby_locks, the one setting locks.c owns. */
 #ifndef DLOCK_LOCKS_H
 #define DLOCK_LOCKS_H
 

@@ -104,13 +104,15 @@ dlock_hold_read(DlockHold *src, DlockHold *copy)
 			return;
 	}
 }
+
 /* The lock of a detached hold: its name's advisory lock. */
 void
 dlock_hold_locktag(LOCKTAG *tag, const DlockHold *h)
 {
 	SET_LOCKTAG_ADVISORY(*tag, h->dbid, (uint32) ((uint64) h->key >> 32),
-						 (uint32) h->key, 1);
+						 (uint32) h->key, DLOCK_SUBID_KEY);
 }
+
 /* The ticket lock of a waited acquisition (dlock.h). */
 void
 dlock_ticket_locktag(LOCKTAG *tag, Oid dbid, uint64 ticket)
@@ -119,6 +121,7 @@ dlock_ticket_locktag(LOCKTAG *tag, Oid dbid, uint64 ticket)
 						 DLOCK_SUBID_TICKET);
 }
 
+/* An error for the caller, from its parts (message, detail, hint: NULL or text). */
 void
 dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
 				const char *detail, const char *hint)
@@ -129,11 +132,13 @@ dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
 	strlcpy(e->hint, hint ? hint : "", sizeof(e->hint));
 }
 
+/* An error caught in a holding process, for its caller. */
 void
 dlock_error_save(DlockError *e, const ErrorData *edata)
 {
 	dlock_error_set(e, edata->sqlerrcode, edata->message, edata->detail, edata->hint);
 }
+
 /* ---- lease expiries ---- */
 
 /* Remember a lease that ran out, so that dlock_extend can tell. */
@@ -177,6 +182,7 @@ dlock_expiry_find(Oid dbid, int64 key, int64 token, TimestampTz *when)
 	SpinLockRelease(&s->expired_lock);
 	return found;
 }
+
 /* (detached.h) The lock holder's, then each waiter's. */
 void
 dlock_detached_each(DlockHoldFn fn, void *arg)

@@ -59,7 +59,7 @@
 #define DLOCK_RES_OK		0
 #define DLOCK_RES_BUSY		1	/* not available (acquire) */
 #define DLOCK_RES_FULL		2	/* dlock.max_detached_locks are held */
-#define DLOCK_RES_NO_TOKEN	3	/* token: DLOCK_NO_TOKEN(why) */
+#define DLOCK_RES_NO_TOKEN	3	/* token: <= 0, why (dlock_token_none_detail) */
 #define DLOCK_RES_NOT_HELD	4	/* no such hold of this name and token */
 #define DLOCK_RES_EXPIRED	5	/* its lease ran out at "expires" */
 #define DLOCK_RES_NOT_YOURS 6	/* held by another role */
@@ -110,6 +110,7 @@ typedef struct DlockRequest
  * process that is late (a worker that starts after its caller gave up and
  * the block was reused) changes nothing.
  */
+/* (The numbers are names, not an order.) */
 #define DLOCK_W_FREE		0
 #define DLOCK_W_STARTING	1	/* claimed by a caller, worker not yet there;
 								 * a caller that gives up frees it at once,

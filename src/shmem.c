@@ -1,19 +1,21 @@
 /*
- * shmem.c: dlock's shared memory, every part in one place.
+ * shmem.c: dlock's shared memory, every part requested and made in one
+ * place.
  *
- * Each part is its own ShmemInitStruct, made by the file that owns it and
- * seen by the files that read or write it:
+ * Each part is its own ShmemInitStruct, made by the file that owns it; its
+ * structure is defined where the files that read or write it see it:
  *
- *   "dlock slots"     slots.h     a slot per backend: its named locks
- *   "dlock tokens"    tokens.c    the fencing-token counter (and the
- *                                 "dlock" LWLock tranche, one lock)
- *   "dlock reaper"    leases.h    the lease reaper's wake-up
- *   "dlock detached"  protocol.h  request slots, the lock holder's holds and
- *                                 their fate words, waiter blocks, the
- *                                 lease expiries remembered
+ *   "dlock slots"     slots.h        a slot per backend: its named locks
+ *   "dlock tokens"    tokens.c       the fencing-token counter (private; and
+ *                                    the "dlock" LWLock tranche, one lock)
+ *   "dlock reaper"    leases.h       the lease reaper's wake-up
+ *   "dlock detached"  protocol.h     request slots, the lock holder's holds
+ *                                    and their fate words, waiter blocks,
+ *                                    the lease expiries remembered
  *   "dlock stats"     stats_table.h  the statistics table (and the "dlock
- *                                 stats" tranche, a lock per part)
- *   "dlock faults"    fault.c     the armed fault (the fault build only)
+ *                                    stats" tranche, a lock per part)
+ *   "dlock faults"    fault.c        the armed fault (private; the fault
+ *                                    build only)
  *
  * The parts exist only when the library is preloaded (slots.h,
  * dlock_preloaded); _PG_init installs the hooks below then.

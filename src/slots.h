@@ -33,7 +33,7 @@ typedef struct DlockEntry
 	TimestampTz lease_expires;	/* 0: no lease */
 	int64		lease_us;		/* length of the last lease given */
 	int64		token;			/* fencing token of this hold; <= 0: none,
-								 * DLOCK_NO_TOKEN(state) says why */
+								 * and why (dlock_token_none_detail) */
 	int32		nsession;		/* session-scope holds (re-entrant count) */
 	int32		nxact;			/* transaction-scope holds */
 	uint8		inuse;

@@ -3,7 +3,8 @@
  *
  * The table is written to DLOCK_STATS_FILE when the server shuts down
  * cleanly, read back (and the file removed) when it starts: kept across a
- * clean restart, empty after a crash or an immediate shutdown.
+ * clean restart, empty after a crash or an immediate shutdown.  The records
+ * are DlockStatsRecord (stats_table.h).
  *
  * Layer 3 of the map in dlock.h (mechanisms): calls only files
  * listed before it there.

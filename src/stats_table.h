@@ -16,15 +16,13 @@
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
-#include "stats.h"
-
 #define DLOCK_STATS_PARTS 32
 
 typedef struct DlockStatsCounters
 {
 	int64		acquisitions;
 	int64		waited;
-	int64		scope[3];		/* DLOCK_SCOPE_* */
+	int64		scope[3];		/* DLOCK_SCOPE_* (stats.h) */
 	int64		busy;
 	int64		timeouts;
 	int64		deadlocks;
@@ -39,7 +37,11 @@ typedef struct DlockStatsCounters
 	double		usage;
 } DlockStatsCounters;
 
-/* What identifies an entry, and what is written to the file for it. */
+/*
+ * What identifies an entry, and what is written to the file for it: a change
+ * here needs a new DLOCK_STATS_MAGIC (stats_file.c), as the file is read
+ * back by size only.
+ */
 typedef struct DlockStatsRecord
 {
 	Oid			dbid;

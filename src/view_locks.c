@@ -360,7 +360,7 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 		values[11] = TimestampTzGetDatum(e->lease_expires);
 		nulls[11] = (e->lease_expires == 0);
 		values[12] = Int64GetDatum(e->token);
-		nulls[12] = (e->token <= 0);	/* none: DLOCK_NO_TOKEN() */
+		nulls[12] = (e->token <= 0);	/* <= 0: none */
 	}
 	else if (granted && h != NULL && h->state == DLOCK_HOLD_HELD)
 	{

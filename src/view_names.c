@@ -125,7 +125,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 		values[9] = TimestampTzGetDatum(e->lease_expires);
 		nulls[9] = (e->lease_expires == 0);
 		values[10] = Int64GetDatum(e->token);
-		nulls[10] = (e->token <= 0);	/* none: DLOCK_NO_TOKEN() */
+		nulls[10] = (e->token <= 0);	/* <= 0: none */
 		values[11] = BoolGetDatum(false);
 		nulls[12] = nulls[13] = nulls[14] = true;
 	}

@@ -206,7 +206,7 @@ waiter_release(void)
 	dlock_hold_end(h);
 }
 
-/* ... and leave; waiter_exit frees or hands on the block. */
+/* ... and leave; waiter_exit frees the block, or leaves it to the caller. */
 static void
 waiter_release_and_leave(void)
 {

@@ -15,7 +15,7 @@
  * the subtransaction that owns it.
  *
  * Layer 5 of the map in dlock.h (transaction callbacks): calls only files
- * below it.
+ * listed before it there.
  */
 #include "postgres.h"
 
@@ -47,9 +47,9 @@ dlock_xact_setup(void)
  * registered first): an extension whose pre-commit step commits elsewhere
  * (postgres_fdw's remote transactions) and that the session began to use
  * after dlock then runs after dlock's refusal of a commit past a lease, and
- * not at all when dlock refuses.  At an explicit COMMIT (dlock.c), which
- * runs deferred triggers and the like between itself and the pre-commit
- * steps, where a lease can run out.
+ * not at all when dlock refuses.  Called at an explicit COMMIT (dlock.c):
+ * deferred triggers and the like run between the COMMIT statement and the
+ * pre-commit steps, and a lease can run out there.
  */
 void
 dlock_xact_callback_first(void)
@@ -61,9 +61,9 @@ dlock_xact_callback_first(void)
 }
 
 /*
- * The end of transaction-scope hold i.  The hold's end is counted in dlock_stats when its entry is freed: also at
- * PREPARE, where the lock passes to the prepared transaction (README.md
- * "Monitoring").
+ * The end of transaction-scope hold i.  The hold's end is counted in
+ * dlock_stats when its entry is freed: also at PREPARE, where the lock
+ * passes to the prepared transaction (README.md "Monitoring").
  */
 static void
 drop_xact_hold(int i)
@@ -150,10 +150,10 @@ xact_callback(XactEvent event, void *arg)
 			/* detached locks acquired in it: kept, or undone with it */
 			dlock_detached_xact_end(event != XACT_EVENT_ABORT &&
 									event != XACT_EVENT_PARALLEL_ABORT);
-			dlock_lease_forget_released_expired();
+			dlock_lease_clear_release();
 			while (dlock_n_xact_holds > 0)
 				drop_xact_hold(dlock_n_xact_holds - 1);
-			dlock_lease_forget_released();
+			dlock_lease_forget_stale_holds();
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();
 			break;

@@ -378,6 +378,7 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 	}
 	return 0;					/* not reached */
 }
+
 /* At exit (detached.c): a waited acquisition in progress is given up. */
 void
 dlock_wait_exit(void)

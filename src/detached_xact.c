@@ -224,6 +224,7 @@ dlock_acquired_wait_undos(TimestampTz deadline)
 		dlock_request_sleep(1L);
 	}
 }
+
 /* At exit (detached.c): acquisitions of a transaction that did not commit. */
 void
 dlock_acquired_exit(void)

@@ -56,7 +56,6 @@ static int	free_in_slot = 0;	/* unused entries of the shared slot */
 static int	sweep_credit = 0;
 static int	sweep_cost = 0;
 
-
 /* what runs after a backend's setup (entries.h) */
 #define MAX_SETUP_HOOKS 4
 static DlockSetupHook setup_hooks[MAX_SETUP_HOOKS];
@@ -476,6 +475,7 @@ dlock_entries_forget_released(void)
 			dlock_entry_forget_stale(ref);
 	}
 }
+
 /*
  * This session's live entries for name, exclusive first.  An entry whose
  * lock the lock manager no longer has is stale and is dropped here.

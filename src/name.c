@@ -246,6 +246,7 @@ dlock_display_name(const DlockName *name)
 {
 	return text_to_cstring(name->arg);
 }
+
 /*
  * The stored UTF-8 name in the database encoding, or NULL where it has a
  * character the encoding lacks (a name taken in another database).

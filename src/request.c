@@ -304,6 +304,7 @@ dlock_request_sleep(long ms)
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
 }
+
 /* At exit (detached.c): a request still out is left as a cancel leaves it. */
 void
 dlock_request_exit(void)

@@ -79,7 +79,6 @@ count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 	}
 }
 
-
 /* ---- a backend's pending counts ---- */
 
 #define DLOCK_STATS_PENDING 64
@@ -121,6 +120,7 @@ backend_exit_holds(int code, Datum arg)
 		dlock_change_end(ref);
 	}
 }
+
 /* At backend exit: what it has pending, into the table. */
 static void
 backend_exit_flush(int code, Datum arg)

@@ -302,7 +302,6 @@ dlock_stats_entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, 
 	return e;
 }
 
-
 static void
 merge_counts(DlockStatsCounters *t, const DlockStatsCounters *c)
 {

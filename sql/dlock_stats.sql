@@ -49,12 +49,15 @@ SELECT * FROM st('sub');
 SELECT dlock_acquire('taken', '1 minute') AS tok \gset
 SELECT dlock_try('taken') AS try, dlock_acquire('taken', '1 minute') AS acquire_again;
 SELECT dlock_lock('taken', '0.1 s') AS timed_out;
+-- (19 adds the lock being waited for to these errors as CONTEXT)
+\set SHOW_CONTEXT never
 SET lock_timeout = '100ms';
 SELECT dlock_lock('taken');
 RESET lock_timeout;
 SET statement_timeout = '100ms';
 SELECT dlock_lock('taken');
 RESET statement_timeout;
+\set SHOW_CONTEXT errors
 SELECT * FROM st('taken');
 SELECT wait_time_total >= '0.3 s' AS waited_all, wait_time_max >= '0.1 s' AS longest,
        wait_time_max <= wait_time_total AS max_le_total

@@ -1,6 +1,6 @@
 /*
- * compat.h: the differences between the supported PostgreSQL majors (15, 17
- * and 18), in one place.  Everything else in dlock is written against one
+ * compat.h: the differences between the supported PostgreSQL majors (15, 17,
+ * 18 and 19), in one place.  Everything else in dlock is written against one
  * API; each macro here says which major changed what.
  */
 #ifndef DLOCK_COMPAT_H
@@ -56,6 +56,29 @@
 #define dlock_local_beentry(i) pgstat_get_local_beentry_by_index(i)
 #else
 #define dlock_local_beentry(i) pgstat_fetch_stat_local_beentry(i)
+#endif
+
+/*
+ * 19 gave signal handlers a second argument (who sent the signal), so
+ * SIG_IGN is no handler of its type there: PG_SIG_IGN is.
+ */
+#ifndef PG_SIG_IGN
+#define PG_SIG_IGN SIG_IGN
+#endif
+
+/*
+ * 19 builds with -Wimplicit-fallthrough=5, which takes only the attribute
+ * (pg_fallthrough), not a comment, as an intended fall-through.
+ */
+#ifndef pg_fallthrough
+#if defined(__has_attribute)
+#if __has_attribute(fallthrough)
+#define pg_fallthrough __attribute__((fallthrough))
+#endif
+#endif
+#ifndef pg_fallthrough
+#define pg_fallthrough ((void) 0)
+#endif
 #endif
 
 /* 18 lets a module say its name and version in its magic block. */

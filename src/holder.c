@@ -67,6 +67,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
 #include "dlock.h"
 #include "detached.h"

@@ -280,7 +280,7 @@ dlock_serve_signals(void)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	/* a cancel must never make a holder drop what it holds */
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, PG_SIG_IGN);
 	BackgroundWorkerUnblockSignals();
 	/* a connection to no database: only so that pg_stat_activity shows it */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);

@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 #include "dlock.h"
 #include "name.h"

@@ -116,7 +116,7 @@ waiter_exit(int code, Datum arg)
 					break;
 				}
 				/* gone with the lock before the caller took it: an error */
-				/* FALLTHROUGH */
+				pg_fallthrough;
 			case DLOCK_W_CLAIMED:
 			case DLOCK_W_WAITING:
 				/* gone before a result: terminated, shut down, an error */
@@ -378,7 +378,7 @@ dlock_waiter_main(Datum arg)
 	LockRelease(&ticket_tag, ExclusiveLock, true);
 
 	/* hold it, now immune to cancels, until released or expired */
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, PG_SIG_IGN);
 	QueryCancelPending = false;
 	for (;;)
 	{

@@ -2,9 +2,11 @@
 # Sourced by test/lib.sh.
 #
 # The host (Debian 12, bookworm) has PostgreSQL 15 from its own packages.
-# 17 and 18 come from Debian trixie and forky: a debootstrap --variant=minbase
-# chroot each, made from the mirror apt already uses, kept in
-# /var/tmp/dlock-pgN and reused by later runs.  Inside, the same test scripts
+# 17 and 18 come from Debian trixie and forky, 19 from forky with Debian's
+# experimental suite added (where its packages are while it is a release
+# candidate; taken from there first, and from forky once they move): a
+# debootstrap --variant=minbase chroot each, made from the mirror apt already
+# uses, kept in /var/tmp/dlock-pgN and reused by later runs.  Inside, the same test scripts
 # run with PG_MAJOR=N against the chroot's own packages.
 #
 # While a chroot is in use, /proc, /dev, /dev/pts and /dev/shm are mounted
@@ -14,13 +16,24 @@
 #   umount -R /var/tmp/dlock-pgN/{dev,proc}; rm -rf /var/tmp/dlock-pgN
 
 HOST_MAJOR=15
-SUPPORTED_MAJORS=(15 17 18)
+SUPPORTED_MAJORS=(15 17 18 19)
 CHROOT_BASE=${DLOCK_CHROOT_BASE:-/var/tmp}
 
 suite_of_major() {
 	case "$1" in
 		17) echo trixie ;;
-		18) echo forky ;;
+		18 | 19) echo forky ;;
+		*) return 1 ;;
+	esac
+}
+
+# A suite added on top of the major's own, for that major's packages only:
+# apt takes what the postgresql-N source builds (the server, its client,
+# libpq) from there while the suite has it, and everything else from the
+# major's own suite.
+extra_suite_of_major() {
+	case "$1" in
+		19) echo experimental ;;
 		*) return 1 ;;
 	esac
 }
@@ -70,9 +83,10 @@ chroot_umounts() {
 
 # ensure_chroot N: make (once) the chroot for major N with its packages.
 ensure_chroot() {
-	local major=$1 root suite mirror script=""
+	local major=$1 root suite extra mirror script=""
 	root=$(chroot_dir "$major")
 	suite=$(suite_of_major "$major") || { echo "unsupported major $major" >&2; return 1; }
+	extra=$(extra_suite_of_major "$major") || extra=
 	if [ ! -f "$root/.dlock-ready" ]; then
 		mirror=$(apt_mirror) || return 1
 		dpkg-query -W -f='${Status}' debootstrap 2>/dev/null | grep -q 'install ok installed' || {
@@ -93,6 +107,12 @@ ensure_chroot() {
 		printf 'Acquire::Check-Valid-Until "false";\n' >"$root/etc/apt/apt.conf.d/99dlock-no-valid-until"
 		printf 'APT::Install-Recommends "false";\n' >"$root/etc/apt/apt.conf.d/99dlock-no-recommends"
 		touch "$root/.dlock-ready"
+	fi
+	if [ -n "$extra" ] && [ ! -f "$root/etc/apt/preferences.d/dlock-$extra" ]; then
+		mirror=$(apt_mirror) || return 1
+		printf 'deb %s %s main\n' "$mirror" "$extra" >"$root/etc/apt/sources.list.d/dlock-$extra.list"
+		printf 'Package: src:postgresql-%s\nPin: release a=%s\nPin-Priority: 990\n' "$major" "$extra" \
+			>"$root/etc/apt/preferences.d/dlock-$extra"
 	fi
 	chroot_mounts "$root"
 	# the packages: checked every run, installed when missing

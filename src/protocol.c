@@ -87,24 +87,6 @@ dlock_protocol_shmem_init(void)
 	}
 }
 
-/* A consistent copy of a detached hold (its change counter: changecount.h). */
-void
-dlock_hold_read(DlockHold *src, DlockHold *copy)
-{
-	int			tries = 0;
-
-	for (;;)
-	{
-		uint32		before = dlock_read_begin(&src->changecount, &tries);
-
-		memcpy((char *) copy + sizeof(pg_atomic_uint32),
-			   (char *) src + sizeof(pg_atomic_uint32),
-			   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
-		if (dlock_read_done(&src->changecount, before))
-			return;
-	}
-}
-
 /* The lock of a detached hold: its name's advisory lock. */
 void
 dlock_hold_locktag(LOCKTAG *tag, const DlockHold *h)
@@ -183,6 +165,24 @@ dlock_expiry_find(Oid dbid, int64 key, int64 token, TimestampTz *when)
 	return found;
 }
 
+/* A consistent copy of a detached hold (its change counter: changecount.h). */
+static void
+hold_read(DlockHold *src, DlockHold *copy)
+{
+	int			tries = 0;
+
+	for (;;)
+	{
+		uint32		before = dlock_read_begin(&src->changecount, &tries);
+
+		memcpy((char *) copy + sizeof(pg_atomic_uint32),
+			   (char *) src + sizeof(pg_atomic_uint32),
+			   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+		if (dlock_read_done(&src->changecount, before))
+			return;
+	}
+}
+
 /* (detached.h) The lock holder's, then each waiter's. */
 void
 dlock_detached_each(DlockHoldFn fn, void *arg)
@@ -200,7 +200,7 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 
 		if (h->state == DLOCK_HOLD_FREE)	/* unlocked peek */
 			continue;
-		dlock_hold_read(h, &hold);
+		hold_read(h, &hold);
 		if (hold.state != DLOCK_HOLD_FREE)
 			fn(arg, pid, &hold);
 	}
@@ -211,7 +211,7 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 		pid = w->worker_pid;
 		if (pid == 0 || w->hold.state == DLOCK_HOLD_FREE)
 			continue;
-		dlock_hold_read(&w->hold, &hold);
+		hold_read(&w->hold, &hold);
 		if (hold.state != DLOCK_HOLD_FREE)
 			fn(arg, pid, &hold);
 	}

@@ -237,7 +237,6 @@ dlock_limit_or_half(int setting, int total)
 /* protocol.c */
 extern Size dlock_protocol_shmem_size(void);
 extern void dlock_protocol_shmem_init(void);
-extern void dlock_hold_read(DlockHold *src, DlockHold *copy);
 extern void dlock_error_set(DlockError *e, int sqlerrcode, const char *message,
 							const char *detail, const char *hint);
 extern void dlock_error_save(DlockError *e, const ErrorData *edata);

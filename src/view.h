@@ -1,7 +1,7 @@
 /*
  * view.h: what the view functions share (view_names.c): every name that a
- * backend's slot or a detached hold says is held or awaited, and how a mode
- * and a client are shown.
+ * backend's slot or a detached hold says is held or awaited, and whether
+ * the current user may see a client's address.
  */
 #ifndef DLOCK_VIEW_H
 #define DLOCK_VIEW_H
@@ -16,7 +16,6 @@
 typedef void (*DlockNameFn) (void *arg, int pid, Oid dbid, const DlockEntry *e,
 							 const DlockHold *h);
 extern void dlock_view_each_name(DlockNameFn fn, void *arg);
-extern const char *dlock_view_mode_text(uint8 mode);
 extern bool dlock_view_may_see_client(Oid role);
 
 #endif							/* DLOCK_VIEW_H */

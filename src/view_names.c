@@ -94,8 +94,8 @@ dlock_view_may_see_client(Oid role)
 		has_privs_of_role(GetUserId(), role);
 }
 
-const char *
-dlock_view_mode_text(uint8 mode)
+static const char *
+mode_text(uint8 mode)
 {
 	return mode == DLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
 }
@@ -113,7 +113,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 	if (e != NULL)
 	{
 		values[2] = Int64GetDatum(e->key);
-		values[3] = CStringGetTextDatum(dlock_view_mode_text(e->mode));
+		values[3] = CStringGetTextDatum(mode_text(e->mode));
 		values[4] = dlock_name_datum(e->name, e->namelen, &nulls[4]);
 		values[5] = Int32GetDatum(e->nsession);
 		values[6] = Int32GetDatum(e->nxact);
@@ -133,7 +133,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 	else
 	{
 		values[2] = Int64GetDatum(h->key);
-		values[3] = CStringGetTextDatum(dlock_view_mode_text(h->mode));
+		values[3] = CStringGetTextDatum(mode_text(h->mode));
 		values[4] = dlock_name_datum(h->name, h->namelen, &nulls[4]);
 		values[5] = Int32GetDatum(0);
 		values[6] = Int32GetDatum(0);

@@ -87,6 +87,24 @@ SELECT acquisitions, released FROM dlock_stats WHERE name = 'counted-across';
 SELECT has_function_privilege('public', 'dlock_stats_reset(text)', 'EXECUTE') AS public_may_reset_one,
        has_function_privilege('public', 'dlock_stats_reset()', 'EXECUTE') AS public_may_reset_all;
 DROP VIEW my_waiters;
+-- from 1.4: its full forms (no _ms arguments) run on the 1.5 library, and a
+-- function of the user's that calls them keeps working across the update
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.4';
+CREATE FUNCTION my_job() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN dlock_lock('my-job', timeout => '1s', lease => '1 min');
+END $$;
+SELECT my_job(), dlock_try('old-forms', true, '1 min'), dlock_renew('old-forms', '2 min') > now();
+SELECT dlock_acquire('old-detached', '1 min', '1s', false) AS old_detached \gset
+SELECT dlock_extend('old-detached', :old_detached, '2 min') > now() AS extended;
+ALTER EXTENSION dlock UPDATE;
+SELECT * FROM as_fresh();
+SELECT my_job(), dlock_try('old-forms', lease_ms => 60000),
+       dlock_extend('old-detached', :old_detached, lease_ms => 60000) > now() AS extended_ms;
+SELECT name, mode, scope FROM dlock_locks WHERE name IN ('my-job', 'old-forms', 'old-detached') ORDER BY 1, 2, 3;
+SELECT dlock_unlock_all(), dlock_release('old-detached', :old_detached);
+DROP FUNCTION my_job();
 SELECT dlock_release('held-across-versions', :across);
 DROP FUNCTION as_fresh();
 DROP FUNCTION dlock_objects();

@@ -102,7 +102,7 @@ detached_timed_out(const DlockHold *h, TimestampTz start)
 	dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 }
 
-/* dlock_acquire(name, lease, timeout, shared) -> token, or NULL */
+/* dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms) -> token, or NULL */
 Datum
 dlock_acquire(PG_FUNCTION_ARGS)
 {
@@ -120,20 +120,21 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 
 	dlock_name_arg(fcinfo, 0, &name);
-	if (PG_NARGS() < 2 || PG_ARGISNULL(1))
+	lease_us = dlock_lease_arg(fcinfo, 1, 4);
+	if (lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("a detached lock needs a lease"),
-				 errhint("Pass one, as in dlock_acquire('%s', '30s'); extend it with dlock_extend while the work goes on.",
-						 dlock_display_name(&name))));
-	lease_us = dlock_lease_arg(fcinfo, 1);
+				 errhint("Pass one, as in dlock_acquire('%s', '30s') or dlock_acquire('%s', lease_ms => 30000); extend it with dlock_extend while the work goes on.",
+						 dlock_display_name(&name), dlock_display_name(&name))));
 	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Take a shorter lease and extend it with dlock_extend while the work goes on.")));
+	/* the full form's timeout DEFAULT '0' yields to a timeout_ms */
 	if (PG_NARGS() > 2)
-		timeout_us = dlock_timeout_arg(fcinfo, 2);
+		timeout_us = dlock_timeout_arg(fcinfo, 2, 5, 0);
 	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -298,7 +299,7 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
 				 errhint("Pass the token dlock_acquire returned.")));
 }
 
-/* dlock_extend(name, token, lease) -> the new expiry */
+/* dlock_extend(name, token, lease, lease_ms) -> the new expiry */
 Datum
 dlock_extend(PG_FUNCTION_ARGS)
 {
@@ -311,13 +312,13 @@ dlock_extend(PG_FUNCTION_ARGS)
 	dlock_name_arg(fcinfo, 0, &name);
 	check_token_arg(fcinfo, 1);
 	token = PG_GETARG_INT64(1);
-	if (PG_ARGISNULL(2))
+	lease_us = dlock_lease_arg(fcinfo, 2, 3);
+	if (lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("lease must not be null"),
 				 errhint("Pass the new lease, counted from now, as in dlock_extend('%s', %lld, '30s').",
 						 dlock_display_name(&name), (long long) token)));
-	lease_us = dlock_lease_arg(fcinfo, 2);
 	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -102,11 +102,14 @@ dlock_lease_refuse_after_expiry(void)
 	dlock_lease_min = next;
 }
 
-/* A lease argument in microseconds, checked; -1 for none. */
+/*
+ * A lease, given as an interval (argument argno) or in milliseconds (argument
+ * ms_argno, -1 for none), in microseconds, checked; -1 for none.
+ */
 int64
-dlock_lease_arg(FunctionCallInfo fcinfo, int argno)
+dlock_lease_arg(FunctionCallInfo fcinfo, int argno, int ms_argno)
 {
-	int64		lease_us = dlock_interval_arg(fcinfo, argno, "lease");
+	int64		lease_us = dlock_duration_arg(fcinfo, argno, ms_argno, "lease", -1);
 
 	if (lease_us < 0)
 		return -1;
@@ -324,7 +327,7 @@ take_markers(const DlockName *name, const int *refs, int n, bool *took)
 	PG_END_TRY();
 }
 
-/* dlock_renew(name, lease): push the lease of this session's hold out */
+/* dlock_renew(name, lease, lease_ms): push the lease of this session's hold out */
 Datum
 dlock_renew(PG_FUNCTION_ARGS)
 {
@@ -340,7 +343,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 	bool		took[2] = {false, false};
 
 	dlock_name_arg(fcinfo, 0, &name);
-	lease_us = dlock_lease_arg(fcinfo, 1);
+	lease_us = dlock_lease_arg(fcinfo, 1, 2);
 	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
 	dlock_backend_init();
 

@@ -32,7 +32,7 @@ extern void dlock_leases_shmem_init(void);
  */
 extern TimestampTz dlock_lease_min;
 
-extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno);
+extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno, int ms_argno);
 extern void dlock_lease_note(TimestampTz expires);
 extern void dlock_lease_wake_reaper(TimestampTz expires);
 extern bool dlock_lease_ran_out(const DlockEntry *e);

@@ -393,9 +393,9 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 }
 
 /*
- * All four acquire functions:
- *   dlock_try[_xact](name, shared, lease)
- *   dlock_lock[_xact](name, timeout, shared, lease)
+ * All four acquire functions (the _ms arguments since 1.5):
+ *   dlock_try[_xact](name, shared, lease, lease_ms)
+ *   dlock_lock[_xact](name, timeout, shared, lease, timeout_ms, lease_ms)
  */
 static bool
 acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
@@ -418,11 +418,9 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (can_wait)
-	{
-		timeout_us = dlock_timeout_arg(fcinfo, arg++);
-	}
+		timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
 	shared = dlock_bool_arg(fcinfo, arg++, "shared");
-	lease_us = dlock_lease_arg(fcinfo, arg++);
+	lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
 

@@ -158,42 +158,71 @@ dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 }
 
 /*
- * An interval argument in microseconds, or -1 for NULL or for an argument the
- * call does not have (the one-argument forms of the lock functions, see
- * dlock--1.0.sql).  Months count as 30 days, as in EXTRACT(EPOCH FROM
- * interval).
+ * A duration argument in microseconds, or -1 if the call gives none.  It can
+ * be given as an interval (argument argno) or, since 1.5, as a number of
+ * milliseconds (argument ms_argno, bigint, named WHAT_ms), for the drivers
+ * that cannot send an interval (pgjdbc sends strings as varchar).  Either is
+ * absent when NULL or when the function's SQL version does not have that
+ * argument (the one-argument forms, or a database still on an older version
+ * of the extension): ms_argno -1 means there is no such argument.  Both given
+ * is an error, except that an interval equal to zero_default_us (the full
+ * dlock_acquire's DEFAULT '0' timeout, which cannot be told from an explicit
+ * '0') yields to the milliseconds; -1 for none.  Months count as 30 days, as
+ * in EXTRACT(EPOCH FROM interval).
  */
 int64
-dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what)
+dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno, const char *what,
+				   int64 zero_default_us)
 {
 	Interval   *iv;
 	int64		days;
-	int64		us;
+	int64		us = -1;
+	int64		ms;
 
-	if (argno >= PG_NARGS() || PG_ARGISNULL(argno))
-		return -1;
-	iv = PG_GETARG_INTERVAL_P(argno);
-	days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
-	if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
-		pg_add_s64_overflow(us, iv->time, &us))
+	if (argno < PG_NARGS() && !PG_ARGISNULL(argno))
+	{
+		iv = PG_GETARG_INTERVAL_P(argno);
+		days = (int64) iv->month * DAYS_PER_MONTH + iv->day;
+		if (pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
+			pg_add_s64_overflow(us, iv->time, &us))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s is out of range", what)));
+		if (us < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not be negative", what)));
+	}
+	if (ms_argno < 0 || ms_argno >= PG_NARGS() || PG_ARGISNULL(ms_argno))
+		return us;
+	if (us >= 0 && us != zero_default_us)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is out of range", what)));
-	if (us < 0)
+				 errmsg("%s and %s_ms cannot both be given", what, what),
+				 errhint("Give the %s once: as an interval (%s => '5s') or in milliseconds (%s_ms => 5000).",
+						 what, what, what)));
+	ms = PG_GETARG_INT64(ms_argno);
+	if (ms < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", what)));
+				 errmsg("%s_ms must not be negative", what)));
+	if (pg_mul_s64_overflow(ms, 1000, &us))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s_ms is out of range", what)));
 	return us;
 }
 
 /*
- * A wait's timeout argument in microseconds, or -1 (NULL: no limit); at most
- * what the lock manager's lock_timeout can say, INT_MAX milliseconds.
+ * A wait's timeout argument (interval) and timeout_ms argument in
+ * microseconds, or -1 (NULL: no limit); at most what the lock manager's
+ * lock_timeout can say, INT_MAX milliseconds.
  */
 int64
-dlock_timeout_arg(FunctionCallInfo fcinfo, int argno)
+dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno, int64 zero_default_us)
 {
-	int64		timeout_us = dlock_interval_arg(fcinfo, argno, "timeout");
+	int64		timeout_us = dlock_duration_arg(fcinfo, argno, ms_argno, "timeout",
+												zero_default_us);
 
 	if (timeout_us > (int64) INT_MAX * 1000)
 		ereport(ERROR,

@@ -29,8 +29,10 @@ extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
 
 /* arguments */
-extern int64 dlock_interval_arg(FunctionCallInfo fcinfo, int argno, const char *what);
-extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno);
+extern int64 dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
+								const char *what, int64 zero_default_us);
+extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
+							   int64 zero_default_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 

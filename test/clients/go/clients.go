@@ -1,0 +1,469 @@
+// dlock client test for Go: pgx v4 (github.com/jackc/pgx/v4) and pgxpool, driver defaults.
+//
+// Run (GOPATH mode, Debian packages only, no network):
+//
+//	cd test/clients/go && mkdir -p /var/tmp/dlock-clients/gocache && \
+//	  GOPATH=/usr/share/gocode GO111MODULE=off GOCACHE=/var/tmp/dlock-clients/gocache GOFLAGS= go run clients.go
+//
+// The part between "README begin" and "README end" is copied into README.md.
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v4/pgxpool"
+)
+
+// README begin
+// Imports: context, crypto/sha256, encoding/binary, fmt, time,
+// github.com/jackc/pgx/v4 and github.com/jackc/pgx/v4/pgxpool.
+
+// Querier is what the functions below run on: a *pgx.Conn, a pgx.Tx, a *pgxpool.Conn
+// (one connection checked out of a pool) or a *pgxpool.Pool. Pass a *pgxpool.Pool only to
+// acquire, extend and release: each call may run on another pooled connection, so a
+// session lock taken through the pool could not be unlocked through it (use withLock).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
+}
+
+// dlockKey returns the key dlock_key(name) computes: the first 8 bytes of the SHA-256 of
+// the name's UTF-8 bytes, little-endian, as a signed 64-bit integer.
+func dlockKey(name string) int64 {
+	sum := sha256.Sum256([]byte(name))
+	return int64(binary.LittleEndian.Uint64(sum[:8]))
+}
+
+// ms converts a duration to the milliseconds the *_ms arguments take, rounded up as
+// dlock rounds an interval. Never pass a time.Duration itself to a *_ms argument: pgx
+// sends it as an integer of nanoseconds, without error (a 30 s lease becomes 347 days).
+func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// leaseMs is nil (SQL NULL: no lease) for lease <= 0.
+func leaseMs(lease time.Duration) *int64 {
+	if lease <= 0 {
+		return nil
+	}
+	v := ms(lease)
+	return &v
+}
+
+// tryLock takes a session lock if it is free, without waiting; lease <= 0 means no lease.
+func tryLock(ctx context.Context, q Querier, name string, shared bool, lease time.Duration) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, "SELECT dlock_try($1, shared => $2, lease_ms => $3)",
+		name, shared, leaseMs(lease)).Scan(&ok)
+	return ok, err
+}
+
+// lock waits up to timeout for an exclusive session lock; false when the timeout passed.
+func lock(ctx context.Context, q Querier, name string, timeout time.Duration) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, "SELECT dlock_lock($1, timeout_ms => $2)", name, ms(timeout)).Scan(&ok)
+	return ok, err
+}
+
+// unlock releases one session hold of name on this connection; false (and a server
+// WARNING, which pgx drops by default) if this connection does not hold it.
+func unlock(ctx context.Context, q Querier, name string, shared bool) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, "SELECT dlock_unlock($1, shared => $2)", name, shared).Scan(&ok)
+	return ok, err
+}
+
+// acquire takes a detached lock, waiting up to timeout (0: try once), and returns its
+// fencing token, or nil if it was not acquired: dlock_acquire returns NULL then, which
+// cannot be scanned into a plain int64, hence *int64.
+func acquire(ctx context.Context, q Querier, name string, lease, timeout time.Duration) (*int64, error) {
+	var token *int64
+	err := q.QueryRow(ctx, "SELECT dlock_acquire($1, lease_ms => $2, timeout_ms => $3)",
+		name, ms(lease), ms(timeout)).Scan(&token)
+	return token, err
+}
+
+// extend sets the detached lock's lease to now + lease and returns the new expiry.
+func extend(ctx context.Context, q Querier, name string, token int64, lease time.Duration) (time.Time, error) {
+	var expires time.Time
+	err := q.QueryRow(ctx, "SELECT dlock_extend($1, $2, lease_ms => $3)", name, token, ms(lease)).Scan(&expires)
+	return expires, err
+}
+
+// release releases a detached lock, from any connection; false if it is not held with
+// that token (the lease ran out, or it was released already).
+func release(ctx context.Context, q Querier, name string, token int64) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, "SELECT dlock_release($1, $2)", name, token).Scan(&ok)
+	return ok, err
+}
+
+// TxBeginner is a *pgx.Conn, a *pgxpool.Conn or a *pgxpool.Pool (a transaction pins
+// one pooled connection until it ends).
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// inTransactionLock runs work in a transaction that holds the exclusive lock name,
+// released by the commit or rollback. It returns false, without running work, if the
+// lock was not free within timeout.
+func inTransactionLock(ctx context.Context, db TxBeginner, name string, timeout time.Duration,
+	work func(pgx.Tx) error) (bool, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) // does nothing after a successful Commit
+	var ok bool
+	if err := tx.QueryRow(ctx, "SELECT dlock_lock_xact($1, timeout_ms => $2)", name, ms(timeout)).Scan(&ok); err != nil {
+		return false, err
+	}
+	if !ok {
+		return false, tx.Rollback(ctx)
+	}
+	if err := work(tx); err != nil {
+		return false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// withLock checks out one pooled connection, takes the exclusive session lock name on it
+// (waiting up to timeout), runs work and unlocks on that same connection before giving it
+// back. Unlocking through the pool instead could run on another connection and leave the
+// lock held by this one, for whoever gets it next. Without a pinned connection, use
+// inTransactionLock, or acquire/release with the token, which work from any connection.
+func withLock(ctx context.Context, pool *pgxpool.Pool, name string, timeout time.Duration,
+	work func(*pgxpool.Conn) error) (ok bool, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Release()
+	if ok, err = lock(ctx, conn, name, timeout); err != nil || !ok {
+		return false, err
+	}
+	defer func() {
+		// Not ctx: it may be cancelled by now, and the lock must go all the same.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		unlocked, uerr := unlock(uctx, conn, name, false)
+		if uerr != nil || !unlocked {
+			// Never give a connection that may still hold the lock back to the pool:
+			// Release destroys a closed connection, which releases its locks.
+			conn.Conn().Close(uctx)
+			if err == nil {
+				err = fmt.Errorf("unlock %q: %v, %v", name, unlocked, uerr)
+			}
+		}
+	}()
+	return true, work(conn)
+}
+
+// README end
+
+// ---------------------------------------------------------------------------
+// Test harness
+
+var failed bool
+
+func report(what string, err error) {
+	if err != nil {
+		failed = true
+		fmt.Printf("not ok - Go: %s: %s\n", what, strings.ReplaceAll(err.Error(), "\n", " "))
+	} else {
+		fmt.Printf("ok - Go: %s\n", what)
+	}
+}
+
+// check runs one check; an error or a panic is reported as not ok.
+func check(what string, f func() error) {
+	var err error
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		err = f()
+	}()
+	report(what, err)
+}
+
+func want(cond bool, format string, args ...interface{}) error {
+	if cond {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func connString() string {
+	return fmt.Sprintf("host=%s port=%s user=%s dbname=%s application_name=dlock-go-test",
+		env("PGHOST", "127.0.0.1"), env("PGPORT", "5432"), env("PGUSER", "postgres"), env("PGDATABASE", "postgres"))
+}
+
+var names = []string{"c-Go", "lease-Go", "s-Go", "d-Go", "x-Go", "p-Go", "pd-Go"}
+
+func main() {
+	ctx := context.Background()
+	deadline := time.AfterFunc(14*time.Second, func() {
+		fmt.Println("not ok - Go: run: still running after 14 s")
+		os.Exit(1)
+	})
+	defer deadline.Stop()
+
+	var conns [3]*pgx.Conn
+	for i := range conns {
+		c, err := pgx.Connect(ctx, connString())
+		if err != nil {
+			report("connect", err)
+			os.Exit(1)
+		}
+		defer c.Close(ctx)
+		conns[i] = c
+	}
+	a, b, c := conns[0], conns[1], conns[2]
+
+	// Leftovers of an earlier, failed run (detached locks outlive their connection).
+	_, _ = a.Exec(ctx, `SELECT dlock_release(name, token) FROM dlock_locks
+		WHERE scope = 'detached' AND granted AND name = ANY($1)`, names)
+
+	// 1. key
+	long := strings.Repeat("long-name-", 20)
+	for _, n := range []struct{ what, name string }{
+		{"dlockKey matches dlock_key (ASCII)", "nightly-report"},
+		{"dlockKey matches dlock_key (non-ASCII)", "задача-42"},
+		{"dlockKey matches dlock_key (200 characters)", long},
+	} {
+		check(n.what, func() error {
+			var server int64
+			if err := a.QueryRow(ctx, "SELECT dlock_key($1)", n.name).Scan(&server); err != nil {
+				return err
+			}
+			local := dlockKey(n.name)
+			return want(local == server, "dlockKey %d, dlock_key %d", local, server)
+		})
+	}
+
+	// 2. contention between two connections
+	check("contention: tryLock/lock/unlock between two connections", func() error {
+		const n = "c-Go"
+		if ok, err := tryLock(ctx, a, n, false, 30*time.Second); err != nil || !ok {
+			return fmt.Errorf("tryLock(A) = %v, %v; want true", ok, err)
+		}
+		if ok, err := tryLock(ctx, b, n, false, 0); err != nil || ok {
+			return fmt.Errorf("tryLock(B) = %v, %v; want false", ok, err)
+		}
+		start := time.Now()
+		ok, err := lock(ctx, b, n, 200*time.Millisecond)
+		took := time.Since(start)
+		if err != nil || ok {
+			return fmt.Errorf("lock(B, 200ms) = %v, %v; want false", ok, err)
+		}
+		if took < 150*time.Millisecond {
+			return fmt.Errorf("lock(B, 200ms) returned false after %v, want >= 150ms", took)
+		}
+		if ok, err := unlock(ctx, a, n, false); err != nil || !ok {
+			return fmt.Errorf("unlock(A) = %v, %v; want true", ok, err)
+		}
+		if ok, err := lock(ctx, b, n, 5*time.Second); err != nil || !ok {
+			return fmt.Errorf("lock(B, 5s) = %v, %v; want true", ok, err)
+		}
+		if ok, err := unlock(ctx, b, n, false); err != nil || !ok {
+			return fmt.Errorf("unlock(B) = %v, %v; want true", ok, err)
+		}
+		return nil
+	})
+
+	// 3. lease
+	check("lease: 30 s lease shows in dlock_locks", func() error {
+		const n = "lease-Go"
+		if ok, err := tryLock(ctx, a, n, false, 30*time.Second); err != nil || !ok {
+			return fmt.Errorf("tryLock(A, lease 30s) = %v, %v; want true", ok, err)
+		}
+		var secs float64
+		err := a.QueryRow(ctx, "SELECT extract(epoch from lease_expires - since) FROM dlock_locks WHERE name = $1",
+			n).Scan(&secs)
+		if ok, uerr := unlock(ctx, a, n, false); uerr != nil || !ok {
+			return fmt.Errorf("unlock(A) = %v, %v; want true", ok, uerr)
+		}
+		if err != nil {
+			return err
+		}
+		return want(secs >= 29 && secs <= 31, "lease_expires - since = %v s, want 29..31", secs)
+	})
+
+	// 4. shared
+	check("shared: two shared holders, exclusive refused", func() error {
+		const n = "s-Go"
+		if ok, err := tryLock(ctx, a, n, true, 0); err != nil || !ok {
+			return fmt.Errorf("tryLock(A, shared) = %v, %v; want true", ok, err)
+		}
+		if ok, err := tryLock(ctx, b, n, true, 0); err != nil || !ok {
+			return fmt.Errorf("tryLock(B, shared) = %v, %v; want true", ok, err)
+		}
+		if ok, err := tryLock(ctx, c, n, false, 0); err != nil || ok {
+			return fmt.Errorf("tryLock(C, exclusive) = %v, %v; want false", ok, err)
+		}
+		if ok, err := unlock(ctx, a, n, true); err != nil || !ok {
+			return fmt.Errorf("unlock(A, shared) = %v, %v; want true", ok, err)
+		}
+		if ok, err := unlock(ctx, b, n, true); err != nil || !ok {
+			return fmt.Errorf("unlock(B, shared) = %v, %v; want true", ok, err)
+		}
+		return nil
+	})
+
+	// 5. detached
+	const dn = "d-Go"
+	var token *int64
+	check("detached: acquire returns an int64 token > 10^13 equal to the view's", func() error {
+		var err error
+		if token, err = acquire(ctx, a, dn, 60*time.Second, 0); err != nil {
+			return err
+		}
+		if token == nil {
+			return errors.New("acquire(A) = nil, want a token")
+		}
+		if typ := fmt.Sprintf("%T", *token); typ != "int64" || *token <= 10_000_000_000_000 {
+			return fmt.Errorf("token %v of type %s, want an int64 > 10^13", *token, typ)
+		}
+		var viewToken string
+		if err := a.QueryRow(ctx, "SELECT token::text FROM dlock_locks WHERE name = $1", dn).Scan(&viewToken); err != nil {
+			return err
+		}
+		return want(viewToken == strconv.FormatInt(*token, 10), "token %d, view %s", *token, viewToken)
+	})
+	check("detached: acquire from another connection is nil, also after waiting", func() error {
+		if t, err := acquire(ctx, b, dn, time.Second, 0); err != nil || t != nil {
+			return fmt.Errorf("acquire(B, timeout 0) = %v, %v; want nil", t, err)
+		}
+		start := time.Now()
+		t, err := acquire(ctx, b, dn, time.Second, 300*time.Millisecond)
+		took := time.Since(start)
+		if err != nil || t != nil {
+			return fmt.Errorf("acquire(B, timeout 300ms) = %v, %v; want nil", t, err)
+		}
+		return want(took >= 250*time.Millisecond, "acquire(B, timeout 300ms) returned after %v", took)
+	})
+	check("detached: extend and release from another connection", func() error {
+		if token == nil {
+			return errors.New("no token")
+		}
+		expires, err := extend(ctx, b, dn, *token, 120*time.Second)
+		if err != nil {
+			return err
+		}
+		if left := time.Until(expires); left <= 100*time.Second {
+			return fmt.Errorf("extend(B, 120s) = %v, %v from now; want > 100s", expires, left)
+		}
+		if ok, err := release(ctx, b, dn, *token); err != nil || !ok {
+			return fmt.Errorf("release(B) = %v, %v; want true", ok, err)
+		}
+		if ok, err := release(ctx, b, dn, *token); err != nil || ok {
+			return fmt.Errorf("release(B) again = %v, %v; want false", ok, err)
+		}
+		return nil
+	})
+
+	// 6. transaction lock
+	check("transaction lock: held in the transaction, released by commit", func() error {
+		const n = "x-Go"
+		ran := false
+		ok, err := inTransactionLock(ctx, a, n, time.Second, func(tx pgx.Tx) error {
+			ran = true
+			if other, err := tryLock(ctx, b, n, false, 0); err != nil || other {
+				return fmt.Errorf("tryLock(B) inside = %v, %v; want false", other, err)
+			}
+			return nil
+		})
+		if err != nil || !ok || !ran {
+			return fmt.Errorf("inTransactionLock = %v, %v (work ran: %v); want true", ok, err, ran)
+		}
+		if ok, err := tryLock(ctx, b, n, false, 0); err != nil || !ok {
+			return fmt.Errorf("tryLock(B) after commit = %v, %v; want true", ok, err)
+		}
+		if ok, err := unlock(ctx, b, n, false); err != nil || !ok {
+			return fmt.Errorf("unlock(B) = %v, %v; want true", ok, err)
+		}
+		return nil
+	})
+
+	// 7. pool
+	held := func(n string) (int64, error) {
+		var count int64
+		err := c.QueryRow(ctx, "SELECT count(*) FROM dlock_locks WHERE name = $1 AND granted", n).Scan(&count)
+		return count, err
+	}
+	poolConfig, err := pgxpool.ParseConfig(connString() + " pool_max_conns=2")
+	if err != nil {
+		report("pool: config", err)
+		os.Exit(1)
+	}
+	pool, err := pgxpool.ConnectConfig(ctx, poolConfig)
+	if err != nil {
+		report("pool: connect", err)
+		os.Exit(1)
+	}
+	check("pool: withLock holds the lock during work, nothing held after", func() error {
+		const n = "p-Go"
+		ok, err := withLock(ctx, pool, n, time.Second, func(conn *pgxpool.Conn) error {
+			count, err := held(n)
+			if err != nil {
+				return err
+			}
+			return want(count == 1, "%d granted rows during work, want 1", count)
+		})
+		if err != nil || !ok {
+			return fmt.Errorf("withLock = %v, %v; want true", ok, err)
+		}
+		count, err := held(n)
+		if err != nil {
+			return err
+		}
+		return want(count == 0, "%d granted rows after withLock, want 0", count)
+	})
+	check("pool: detached acquire and release through the pool", func() error {
+		const n = "pd-Go"
+		t, err := acquire(ctx, pool, n, 30*time.Second, 0)
+		if err != nil || t == nil {
+			return fmt.Errorf("acquire(pool) = %v, %v; want a token", t, err)
+		}
+		if ok, err := release(ctx, pool, n, *t); err != nil || !ok {
+			return fmt.Errorf("release(pool) = %v, %v; want true", ok, err)
+		}
+		return nil
+	})
+	pool.Close()
+
+	// 8. nothing left
+	check("nothing left in dlock_locks", func() error {
+		var left []string
+		err := c.QueryRow(ctx, "SELECT coalesce(array_agg(name || ' ' || scope), '{}') FROM dlock_locks WHERE name = ANY($1)",
+			names).Scan(&left)
+		if err != nil {
+			return err
+		}
+		return want(len(left) == 0, "still there: %v", left)
+	})
+
+	fmt.Println("# all Go client tests ran")
+	if failed {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,461 @@
+// test/clients/java/Clients.java: dlock from Java, with pgjdbc (Debian's 42.5.5) at its
+// defaults and HikariCP (Debian's 2.7.9). The class DLock at the end, between the two
+// README marker lines, is copied into README.md ("From your language"); the rest checks it
+// against a server. Run from the repository's top directory:
+//
+//   PGPORT=5432 java -cp /usr/share/java/postgresql.jar:/usr/share/java/HikariCP.jar:\
+//     /usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-nop.jar test/clients/java/Clients.java
+//
+// It reads PGHOST, PGPORT, PGUSER, PGDATABASE (and PGPASSWORD if set), prints one
+// "ok - Java: ..." or "not ok - Java: ...: detail" line per check, then
+// "# all Java client tests ran", and exits 1 if any check failed.
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Types;
+import java.time.Duration;
+import java.time.OffsetDateTime;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Properties;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+import javax.sql.DataSource;
+
+public class Clients {
+    static final String LANG = "Java";
+    static final Logger PGJDBC_LOG = Logger.getLogger("org.postgresql"); // kept: JUL holds loggers weakly
+    static int failures = 0;
+
+    static String env(String name, String dflt) {
+        String v = System.getenv(name);
+        return v == null || v.isEmpty() ? dflt : v;
+    }
+
+    static String jdbcUrl() {
+        String host = env("PGHOST", "127.0.0.1");
+        if (host.contains(":") && !host.startsWith("[")) host = "[" + host + "]"; // IPv6 literal
+        return "jdbc:postgresql://" + host + ":" + env("PGPORT", "5432") + "/" + env("PGDATABASE", "postgres");
+    }
+
+    static Properties props() {
+        Properties p = new Properties();
+        p.setProperty("user", env("PGUSER", "postgres"));
+        String pw = System.getenv("PGPASSWORD");
+        if (pw != null) p.setProperty("password", pw);
+        p.setProperty("ApplicationName", "dlock-java-client-test");
+        return p;
+    }
+
+    static Connection connect() throws SQLException {
+        return DriverManager.getConnection(jdbcUrl(), props());
+    }
+
+    static void ok(String what) {
+        System.out.println("ok - " + LANG + ": " + what);
+    }
+
+    static void notOk(String what, String detail) {
+        failures++;
+        System.out.println("not ok - " + LANG + ": " + what + ": " + detail);
+    }
+
+    static void check(String what, boolean cond, String detail) {
+        if (cond) ok(what);
+        else notOk(what, detail);
+    }
+
+    static String describe(Throwable e) {
+        String s = e.getClass().getSimpleName();
+        if (e instanceof SQLException && ((SQLException) e).getSQLState() != null)
+            s += " [" + ((SQLException) e).getSQLState() + "]";
+        String m = e.getMessage();
+        return m == null ? s : s + " " + m.replace('\n', ' ');
+    }
+
+    interface Check {
+        void run() throws Exception;
+    }
+
+    /** Runs one group of checks; an unexpected exception becomes a "not ok" line. */
+    static void group(String what, Check body) {
+        try {
+            body.run();
+        } catch (Throwable e) {
+            notOk(what, "unexpected exception: " + describe(e));
+        }
+    }
+
+    static long countGranted(Connection c, String name) throws SQLException {
+        try (PreparedStatement st = c.prepareStatement(
+                "SELECT count(*) FROM dlock_locks WHERE name = ? AND granted")) {
+            st.setString(1, name);
+            try (ResultSet rs = st.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    static long ms(long startNanos) {
+        return (System.nanoTime() - startNanos) / 1_000_000;
+    }
+
+    public static void main(String[] args) throws Exception {
+        PGJDBC_LOG.setLevel(Level.OFF);
+
+        final String kName = "c-" + LANG, leaseName = "lease-" + LANG, sName = "s-" + LANG,
+                dName = "d-" + LANG, xName = "x-" + LANG, pName = "p-" + LANG, pdName = "pd-" + LANG;
+        final String[] names = {kName, leaseName, sName, dName, xName, pName, pdName};
+
+        try (Connection a = connect(); Connection b = connect(); Connection c = connect()) {
+            // Leftovers of an earlier, interrupted run: detached locks outlive their connection.
+            try (PreparedStatement st = c.prepareStatement(
+                    "SELECT dlock_release(name, token) FROM dlock_locks"
+                            + " WHERE name = ANY (?) AND scope = 'detached' AND granted")) {
+                st.setArray(1, c.createArrayOf("text", names));
+                st.executeQuery().close();
+            }
+
+            // 1. key
+            group("dlockKey", () -> {
+                String[] keyNames = {"nightly-report", "задача-42", "k".repeat(150) + "ключ".repeat(12) + "é".repeat(2)};
+                String[] labels = {"nightly-report", "non-ASCII name", "200-character name"};
+                for (int i = 0; i < keyNames.length; i++) {
+                    long server;
+                    try (PreparedStatement st = a.prepareStatement("SELECT dlock_key(?)")) {
+                        st.setString(1, keyNames[i]);
+                        try (ResultSet rs = st.executeQuery()) {
+                            rs.next();
+                            server = rs.getLong(1);
+                        }
+                    }
+                    long local = DLock.dlockKey(keyNames[i]);
+                    check("dlockKey equals dlock_key() for " + labels[i] + " (" + keyNames[i].length() + " chars)",
+                            local == server, "dlockKey " + local + ", server " + server);
+                }
+            });
+
+            // 2. contention between two connections
+            group("contention", () -> {
+                check("tryLock(A) takes a free lock", DLock.tryLock(a, kName, false, Duration.ofSeconds(30)), "false");
+                check("tryLock(B) on a lock A holds is false", !DLock.tryLock(b, kName, false, null), "true");
+                long t0 = System.nanoTime();
+                boolean got = DLock.lock(b, kName, Duration.ofMillis(200));
+                long took = ms(t0);
+                check("lock(B, 200 ms) is false after waiting", !got && took >= 150,
+                        "returned " + got + " after " + took + " ms");
+                check("unlock(A) is true", DLock.unlock(a, kName, false), "false");
+                check("lock(B, 5 s) takes it once A unlocked", DLock.lock(b, kName, Duration.ofSeconds(5)), "false");
+                check("unlock(B) is true", DLock.unlock(b, kName, false), "false");
+            });
+
+            // 3. lease
+            group("lease", () -> {
+                boolean got = DLock.tryLock(a, leaseName, false, Duration.ofSeconds(30));
+                double secs = -1;
+                try (PreparedStatement st = c.prepareStatement(
+                        "SELECT extract(epoch FROM lease_expires - since) FROM dlock_locks WHERE name = ? AND granted")) {
+                    st.setString(1, leaseName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        if (rs.next()) secs = rs.getDouble(1);
+                    }
+                }
+                check("tryLock with a 30 s lease: the view shows a 30 s lease", got && secs >= 29 && secs <= 31,
+                        "taken " + got + ", lease_expires - since = " + secs + " s");
+                check("unlock after the lease check", DLock.unlock(a, leaseName, false), "false");
+            });
+
+            // 4. shared
+            group("shared", () -> {
+                check("tryLock(A, shared=true) is true", DLock.tryLock(a, sName, true, null), "false");
+                check("tryLock(B, shared=true) shares it", DLock.tryLock(b, sName, true, null), "false");
+                check("tryLock(C, shared=false) is false while shared", !DLock.tryLock(c, sName, false, null), "true");
+                check("unlock(A, shared=true) is true", DLock.unlock(a, sName, true), "false");
+                check("unlock(B, shared=true) is true", DLock.unlock(b, sName, true), "false");
+            });
+
+            // 5. detached
+            group("detached", () -> {
+                Long token = DLock.acquire(a, dName, Duration.ofSeconds(60), Duration.ZERO);
+                Object boxed = token;
+                check("acquire returns a Long token > 10^13",
+                        boxed instanceof Long && token > 10_000_000_000_000L,
+                        "got " + token + (boxed == null ? "" : " (" + boxed.getClass().getName() + ")"));
+                String viewToken = null;
+                try (PreparedStatement st = c.prepareStatement(
+                        "SELECT token::text FROM dlock_locks WHERE name = ? AND granted")) {
+                    st.setString(1, dName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        if (rs.next()) viewToken = rs.getString(1);
+                    }
+                }
+                check("the token equals the view's token", token != null && token.toString().equals(viewToken),
+                        "acquire " + token + ", view " + viewToken);
+                Long second = DLock.acquire(b, dName, Duration.ofSeconds(1), Duration.ZERO);
+                check("acquire(B, timeout 0) while held is null", second == null, "got " + second);
+                long t0 = System.nanoTime();
+                Long waited = DLock.acquire(b, dName, Duration.ofSeconds(1), Duration.ofMillis(300));
+                long took = ms(t0);
+                check("acquire(B, timeout 300 ms) is null after waiting", waited == null && took >= 250,
+                        "got " + waited + " after " + took + " ms");
+                if (token == null) throw new IllegalStateException("no token, cannot extend or release");
+                OffsetDateTime expires = DLock.extend(b, dName, token, Duration.ofSeconds(120));
+                OffsetDateTime now;
+                try (PreparedStatement st = c.prepareStatement("SELECT clock_timestamp()");
+                     ResultSet rs = st.executeQuery()) {
+                    rs.next();
+                    now = rs.getObject(1, OffsetDateTime.class);
+                }
+                check("extend(B) returns an OffsetDateTime more than 100 s ahead",
+                        expires != null && expires.isAfter(now.plusSeconds(100)),
+                        "expires " + expires + ", server now " + now);
+                check("release(B) from another connection is true", DLock.release(b, dName, token), "false");
+                check("release(B) again is false", !DLock.release(b, dName, token), "true");
+            });
+
+            // 6. transaction lock
+            group("transaction lock", () -> {
+                boolean[] seen = new boolean[2];
+                boolean done = DLock.inTransactionLock(a, xName, Duration.ofSeconds(1), conn -> {
+                    seen[0] = true;
+                    seen[1] = DLock.tryLock(b, xName, false, null);
+                    if (seen[1]) DLock.unlock(b, xName, false);
+                });
+                check("inTransactionLock ran the work and committed", done && seen[0],
+                        "returned " + done + ", work ran " + seen[0]);
+                check("inside it, tryLock(B) is false", seen[0] && !seen[1], "B got the lock");
+                check("the connection is back in autocommit", a.getAutoCommit(), "autocommit is off");
+                check("after commit, tryLock(B) is true", DLock.tryLock(b, xName, false, null), "false");
+                check("unlock(B) after the transaction lock", DLock.unlock(b, xName, false), "false");
+            });
+
+            // 7. pool
+            group("pool", () -> {
+                HikariConfig config = new HikariConfig();
+                config.setJdbcUrl(jdbcUrl());
+                config.setDataSourceProperties(props());
+                config.setMaximumPoolSize(2);
+                config.setPoolName("dlock-java-test");
+                try (HikariDataSource pool = new HikariDataSource(config)) {
+                    long[] during = {-1};
+                    boolean done = DLock.withLock(pool, pName, Duration.ofSeconds(1),
+                            conn -> during[0] = countGranted(c, pName));
+                    check("withLock(pool) held the lock during work", done && during[0] == 1,
+                            "returned " + done + ", granted rows during work " + during[0]);
+                    long after = countGranted(c, pName);
+                    check("after withLock nothing is held on pooled connections", after == 0,
+                            after + " granted rows left");
+
+                    Long token;
+                    try (Connection conn = pool.getConnection()) {
+                        token = DLock.acquire(conn, pdName, Duration.ofSeconds(30), Duration.ZERO);
+                    }
+                    boolean released = false;
+                    if (token != null) {
+                        try (Connection conn = pool.getConnection()) {
+                            released = DLock.release(conn, pdName, token);
+                        }
+                    }
+                    check("acquire and release through the pool", token != null && released,
+                            "token " + token + ", released " + released);
+                }
+            });
+
+            // 8. nothing left
+            group("nothing left", () -> {
+                List<String> left = new ArrayList<>();
+                try (PreparedStatement st = c.prepareStatement(
+                        "SELECT name, scope, granted FROM dlock_locks WHERE name = ANY (?)")) {
+                    st.setArray(1, c.createArrayOf("text", names));
+                    try (ResultSet rs = st.executeQuery()) {
+                        while (rs.next())
+                            left.add(rs.getString(1) + "/" + rs.getString(2) + (rs.getBoolean(3) ? "" : "(waiting)"));
+                    }
+                }
+                check("no lock of these tests is left in dlock_locks", left.isEmpty(), "left: " + left);
+            });
+        } catch (Throwable e) {
+            notOk("connection", "unexpected exception: " + describe(e));
+        }
+
+        System.out.println("# all " + LANG + " client tests ran");
+        System.exit(failures == 0 ? 0 : 1);
+    }
+}
+
+// README begin
+// dlock from Java with pgjdbc and HikariCP. Uses java.nio.{ByteBuffer, ByteOrder},
+// java.nio.charset.StandardCharsets, java.security.*, java.sql.*, java.time.{Duration,
+// OffsetDateTime} and javax.sql.DataSource.
+//
+// pgjdbc binds a String as varchar and a long as bigint, and cannot bind a Duration: an
+// interval argument (timeout => ?, lease => ?) then fails with 42883 "function ... does
+// not exist". So pass durations as milliseconds, by name, to the _ms arguments.
+final class DLock {
+    private DLock() {}
+
+    /** Work to run while a lock is held, on the connection that holds it. */
+    @FunctionalInterface
+    interface SqlWork {
+        void run(Connection conn) throws SQLException;
+    }
+
+    /** The key of a name, as SELECT dlock_key(name): SHA-256 of its UTF-8, first 8 bytes little-endian. */
+    static long dlockKey(String name) {
+        try {
+            byte[] hash = MessageDigest.getInstance("SHA-256").digest(name.getBytes(StandardCharsets.UTF_8));
+            return ByteBuffer.wrap(hash, 0, 8).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e); // every Java platform has SHA-256
+        }
+    }
+
+    /** Takes a session lock if it is free now; lease null: no lease. */
+    static boolean tryLock(Connection conn, String name, boolean shared, Duration lease) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_try(?, shared => ?, lease_ms => ?)")) {
+            st.setString(1, name);
+            st.setBoolean(2, shared);
+            setMillis(st, 3, lease);
+            return queryBoolean(st);
+        }
+    }
+
+    /** Waits up to timeout (null: without limit) for a session lock; false at the deadline. */
+    static boolean lock(Connection conn, String name, Duration timeout) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock(?, timeout_ms => ?)")) {
+            st.setString(1, name);
+            setMillis(st, 2, timeout);
+            return queryBoolean(st);
+        }
+    }
+
+    /** Releases a session lock of this connection; false (and a server WARNING) if it holds none. */
+    static boolean unlock(Connection conn, String name, boolean shared) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_unlock(?, shared => ?)")) {
+            st.setString(1, name);
+            st.setBoolean(2, shared);
+            return queryBoolean(st);
+        }
+    }
+
+    /**
+     * A detached lock: its fencing token, or null if not acquired within timeout. A timeout of
+     * ZERO or null does not wait (timeout_ms => NULL means "not given": the default, '0').
+     */
+    static Long acquire(Connection conn, String name, Duration lease, Duration timeout) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement(
+                "SELECT dlock_acquire(?, lease_ms => ?, timeout_ms => ?)")) {
+            st.setString(1, name);
+            setMillis(st, 2, lease);
+            setMillis(st, 3, timeout);
+            try (ResultSet rs = st.executeQuery()) {
+                rs.next();
+                return rs.getObject(1, Long.class); // NULL -> null (getLong would give 0)
+            }
+        }
+    }
+
+    /** Extends a detached lock to now + lease, from any connection; returns the new expiry. */
+    static OffsetDateTime extend(Connection conn, String name, long token, Duration lease) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_extend(?, ?, lease_ms => ?)")) {
+            st.setString(1, name);
+            st.setLong(2, token);
+            setMillis(st, 3, lease);
+            try (ResultSet rs = st.executeQuery()) {
+                rs.next();
+                // getObject(1) alone gives a java.sql.Timestamp in the JVM's time zone
+                return rs.getObject(1, OffsetDateTime.class);
+            }
+        }
+    }
+
+    /** Releases a detached lock, from any connection; false (and a WARNING) if not held with that token. */
+    static boolean release(Connection conn, String name, long token) throws SQLException {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_release(?, ?)")) {
+            st.setString(1, name);
+            st.setLong(2, token);
+            return queryBoolean(st);
+        }
+    }
+
+    /**
+     * Runs work in one transaction that holds the lock, released by its commit or rollback.
+     * Returns false, without running work, if the lock is not granted within timeout.
+     */
+    static boolean inTransactionLock(Connection conn, String name, Duration timeout, SqlWork work)
+            throws SQLException {
+        // JDBC's default is autocommit, where a transaction lock would end with its own statement.
+        boolean autoCommit = conn.getAutoCommit();
+        conn.setAutoCommit(false);
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_xact(?, timeout_ms => ?)")) {
+            st.setString(1, name);
+            setMillis(st, 2, timeout);
+            if (!queryBoolean(st)) {
+                conn.rollback();
+                return false;
+            }
+            work.run(conn);
+            conn.commit();
+            return true;
+        } catch (Throwable e) {
+            try {
+                conn.rollback();
+            } catch (SQLException r) {
+                e.addSuppressed(r);
+            }
+            throw e;
+        } finally {
+            conn.setAutoCommit(autoCommit);
+        }
+    }
+
+    /**
+     * Runs work under a session lock on one connection of a pool (such as a HikariDataSource).
+     * A session lock belongs to the connection that took it: unlocking through the pool on
+     * another connection would leave it held by a pooled connection. So lock, work and unlock
+     * on the same connection, and only then give it back. (Or use inTransactionLock, or a
+     * detached lock, whose token releases it from any connection.)
+     * work gets that connection in autocommit mode: end any transaction it begins, or the
+     * unlock fails and the lock stays with the pooled connection.
+     */
+    static boolean withLock(DataSource pool, String name, Duration timeout, SqlWork work) throws SQLException {
+        try (Connection conn = pool.getConnection()) {
+            if (!lock(conn, name, timeout)) {
+                return false;
+            }
+            try {
+                work.run(conn);
+            } finally {
+                unlock(conn, name, false);
+            }
+            return true;
+        }
+    }
+
+    private static void setMillis(PreparedStatement st, int index, Duration d) throws SQLException {
+        if (d == null) {
+            st.setNull(index, Types.BIGINT);
+        } else {
+            st.setLong(index, d.toMillis());
+        }
+    }
+
+    private static boolean queryBoolean(PreparedStatement st) throws SQLException {
+        try (ResultSet rs = st.executeQuery()) {
+            rs.next();
+            return rs.getBoolean(1);
+        }
+    }
+}
+// README end

@@ -12,64 +12,123 @@
 -- no new overload, so every existing call resolves as before (a new
 -- overload with the same leading arguments would make a positional call
 -- with an unknown-typed literal, dlock_lock('job', '5s'), ambiguous).  The
--- one-argument forms are unchanged.  Adding arguments needs DROP and
--- CREATE; a view or a SQL-standard function body of yours that calls one of
--- these full forms would have to be dropped first (the update says so).
+-- one-argument forms are unchanged.  Adding arguments needs a new function:
+-- each old one is renamed, the new one created, what a DBA changed on the
+-- old one carried over (below), and the old one dropped.  A view or a
+-- SQL-standard function body of yours that calls one of these full forms
+-- would have to be dropped first (the update says so, naming the old
+-- function as dlock_..._1_4).
+--
+-- The new functions use new C symbols (dlock_try_1_5, ...): a backend that
+-- still runs the 1.4 library, which would ignore timeout_ms and lease_ms,
+-- fails the update (and any call of these) with "could not find function"
+-- instead of giving a wrong answer.  The 1.4 symbols stay, for the 1.4 SQL.
 
-DROP FUNCTION dlock_try(dlock_name, boolean, interval);
+ALTER FUNCTION dlock_try(dlock_name, boolean, interval) RENAME TO dlock_try_1_4;
 CREATE FUNCTION dlock_try(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
                           lease_ms bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_try'
+AS 'MODULE_PATHNAME', 'dlock_try_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-DROP FUNCTION dlock_lock(dlock_name, interval, boolean, interval);
+ALTER FUNCTION dlock_lock(dlock_name, interval, boolean, interval) RENAME TO dlock_lock_1_4;
 CREATE FUNCTION dlock_lock(name dlock_name, timeout interval DEFAULT NULL,
                            shared boolean DEFAULT false, lease interval DEFAULT NULL,
                            timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_lock'
+AS 'MODULE_PATHNAME', 'dlock_lock_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-DROP FUNCTION dlock_try_xact(dlock_name, boolean, interval);
+ALTER FUNCTION dlock_try_xact(dlock_name, boolean, interval) RENAME TO dlock_try_xact_1_4;
 CREATE FUNCTION dlock_try_xact(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                lease_ms bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_try_xact'
+AS 'MODULE_PATHNAME', 'dlock_try_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-DROP FUNCTION dlock_lock_xact(dlock_name, interval, boolean, interval);
+ALTER FUNCTION dlock_lock_xact(dlock_name, interval, boolean, interval) RENAME TO dlock_lock_xact_1_4;
 CREATE FUNCTION dlock_lock_xact(name dlock_name, timeout interval DEFAULT NULL,
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                 timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL)
 RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_lock_xact'
+AS 'MODULE_PATHNAME', 'dlock_lock_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-DROP FUNCTION dlock_renew(text, interval);
+ALTER FUNCTION dlock_renew(text, interval) RENAME TO dlock_renew_1_4;
 CREATE FUNCTION dlock_renew(name text, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL)
 RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'dlock_renew'
+AS 'MODULE_PATHNAME', 'dlock_renew_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The lease of the full form gets a DEFAULT too, so that it can be given as
 -- lease_ms alone; a call with neither is refused by the function, with a
 -- hint.  The two-argument form, dlock_acquire('job', '30s'), is unchanged.
-DROP FUNCTION dlock_acquire(dlock_name, interval, interval, boolean);
+ALTER FUNCTION dlock_acquire(dlock_name, interval, interval, boolean) RENAME TO dlock_acquire_1_4;
 CREATE FUNCTION dlock_acquire(name dlock_name, lease interval DEFAULT NULL, timeout interval DEFAULT '0',
                               shared boolean DEFAULT false,
                               lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL)
 RETURNS bigint
-AS 'MODULE_PATHNAME', 'dlock_acquire'
+AS 'MODULE_PATHNAME', 'dlock_acquire_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-DROP FUNCTION dlock_extend(text, bigint, interval);
+ALTER FUNCTION dlock_extend(text, bigint, interval) RENAME TO dlock_extend_1_4;
 CREATE FUNCTION dlock_extend(name text, token bigint, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL)
 RETURNS timestamptz
-AS 'MODULE_PATHNAME', 'dlock_extend'
+AS 'MODULE_PATHNAME', 'dlock_extend_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint) IS
-'acquire a detached lock, waiting up to timeout (NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds';
+'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given)';
 COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint) IS
 'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds); returns when it ends';
+
+-- What a DBA changed on the 1.4 functions goes to their 1.5 successors, as
+-- an ALTER would have kept it: the owner, the privileges (GRANT, REVOKE) and
+-- the settings (ALTER FUNCTION ... SET).  The extension's own initial
+-- privileges stay as a fresh install has them (none recorded for these), so
+-- that pg_dump still dumps the DBA's changes.
+DO $carry$
+DECLARE
+  f record;
+  a record;
+BEGIN
+  FOR f IN
+    SELECT o.oid AS old_oid, n.oid::regprocedure AS new_fn, o.proowner, o.proacl, o.proconfig,
+           pg_get_userbyid(o.proowner) AS owner_name
+      FROM pg_proc o
+      JOIN pg_proc n ON n.proname = left(o.proname, -4) AND n.pronamespace = o.pronamespace
+     WHERE o.pronamespace = '@extschema@'::regnamespace
+       AND o.proname IN ('dlock_try_1_4', 'dlock_lock_1_4', 'dlock_try_xact_1_4', 'dlock_lock_xact_1_4',
+                         'dlock_renew_1_4', 'dlock_acquire_1_4', 'dlock_extend_1_4')
+       AND n.prosrc = o.prosrc || '_1_5'
+  LOOP
+    IF f.proowner <> (SELECT proowner FROM pg_proc WHERE oid = f.new_fn) THEN
+      EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.new_fn, f.owner_name);
+    END IF;
+    IF f.proacl IS NOT NULL THEN
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.new_fn);
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I', f.new_fn, f.owner_name);
+      FOR a IN SELECT grantee, is_grantable FROM aclexplode(f.proacl) LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new_fn,
+                       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END,
+                       CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+      END LOOP;
+      DELETE FROM pg_catalog.pg_init_privs
+       WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new_fn AND objsubid = 0;
+    END IF;
+    IF f.proconfig IS NOT NULL THEN
+      -- copied as stored: ALTER FUNCTION ... SET would re-quote a list
+      -- setting (search_path) given as one string
+      UPDATE pg_catalog.pg_proc SET proconfig = f.proconfig WHERE oid = f.new_fn;
+    END IF;
+  END LOOP;
+END
+$carry$;
+
+DROP FUNCTION dlock_try_1_4(dlock_name, boolean, interval);
+DROP FUNCTION dlock_lock_1_4(dlock_name, interval, boolean, interval);
+DROP FUNCTION dlock_try_xact_1_4(dlock_name, boolean, interval);
+DROP FUNCTION dlock_lock_xact_1_4(dlock_name, interval, boolean, interval);
+DROP FUNCTION dlock_renew_1_4(text, interval);
+DROP FUNCTION dlock_acquire_1_4(dlock_name, interval, interval, boolean);
+DROP FUNCTION dlock_extend_1_4(text, bigint, interval);

@@ -33,6 +33,9 @@
 PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
 PG_FUNCTION_INFO_V1(dlock_release);
+/* the 1.5 SQL's symbols (its _ms arguments); the 1.4 names serve the 1.4 SQL */
+PG_FUNCTION_INFO_V1(dlock_acquire_1_5);
+PG_FUNCTION_INFO_V1(dlock_extend_1_5);
 
 /* Longest lease of a detached lock (documented in README.md). */
 #define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
@@ -317,7 +320,8 @@ dlock_extend(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("lease must not be null"),
-				 errhint("Pass the new lease, counted from now, as in dlock_extend('%s', %lld, '30s').",
+				 errhint("Pass the new lease, counted from now, as in dlock_extend('%s', %lld, '30s') or dlock_extend('%s', %lld, lease_ms => 30000).",
+						 dlock_display_name(&name), (long long) token,
 						 dlock_display_name(&name), (long long) token)));
 	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
@@ -412,4 +416,16 @@ dlock_release(PG_FUNCTION_ARGS)
 			dlock_error_raise(&r->error);
 	}
 	PG_RETURN_BOOL(false);
+}
+
+Datum
+dlock_acquire_1_5(PG_FUNCTION_ARGS)
+{
+	return dlock_acquire(fcinfo);
+}
+
+Datum
+dlock_extend_1_5(PG_FUNCTION_ARGS)
+{
+	return dlock_extend(fcinfo);
 }

@@ -31,6 +31,8 @@
 #include "slots.h"
 
 PG_FUNCTION_INFO_V1(dlock_renew);
+/* the 1.5 SQL's symbol (its lease_ms); the 1.4 name serves the 1.4 SQL */
+PG_FUNCTION_INFO_V1(dlock_renew_1_5);
 
 DlockReaperWake *dlock_reaper_wake = NULL;
 
@@ -412,4 +414,10 @@ dlock_renew(PG_FUNCTION_ARGS)
 		}
 	dlock_lease_wake_reaper(expires);
 	PG_RETURN_TIMESTAMPTZ(expires);
+}
+
+Datum
+dlock_renew_1_5(PG_FUNCTION_ARGS)
+{
+	return dlock_renew(fcinfo);
 }

@@ -46,6 +46,11 @@ PG_FUNCTION_INFO_V1(dlock_try);
 PG_FUNCTION_INFO_V1(dlock_lock);
 PG_FUNCTION_INFO_V1(dlock_try_xact);
 PG_FUNCTION_INFO_V1(dlock_lock_xact);
+/* the 1.5 SQL's symbols (its _ms arguments); the 1.4 names serve the 1.4 SQL */
+PG_FUNCTION_INFO_V1(dlock_try_1_5);
+PG_FUNCTION_INFO_V1(dlock_lock_1_5);
+PG_FUNCTION_INFO_V1(dlock_try_xact_1_5);
+PG_FUNCTION_INFO_V1(dlock_lock_xact_1_5);
 PG_FUNCTION_INFO_V1(dlock_unlock);
 PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
@@ -501,6 +506,30 @@ dlock_try_xact(PG_FUNCTION_ARGS)
 
 Datum
 dlock_lock_xact(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, true, true));
+}
+
+Datum
+dlock_try_1_5(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, false, false));
+}
+
+Datum
+dlock_lock_1_5(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, false, true));
+}
+
+Datum
+dlock_try_xact_1_5(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, true, false));
+}
+
+Datum
+dlock_lock_xact_1_5(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_BOOL(acquire(fcinfo, true, true));
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgconn"
+	"github.com/jackc/pgtype"
 	"github.com/jackc/pgx/v4"
 	"github.com/jackc/pgx/v4/pgxpool"
 )
@@ -28,9 +30,8 @@ import (
 // github.com/jackc/pgx/v4 and github.com/jackc/pgx/v4/pgxpool.
 
 // Querier is what the functions below run on: a *pgx.Conn, a pgx.Tx, a *pgxpool.Conn
-// (one connection checked out of a pool) or a *pgxpool.Pool. Pass a *pgxpool.Pool only to
-// acquire, extend and release: each call may run on another pooled connection, so a
-// session lock taken through the pool could not be unlocked through it (use withLock).
+// (one connection checked out of a pool), or a *pgxpool.Pool for acquire, extend and
+// release only (a session lock needs one connection: withLock).
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...interface{}) pgx.Row
 }
@@ -42,17 +43,16 @@ func dlockKey(name string) int64 {
 	return int64(binary.LittleEndian.Uint64(sum[:8]))
 }
 
-// ms converts a duration to the milliseconds the *_ms arguments take, rounded up as
-// dlock rounds an interval. Never pass a time.Duration itself to a *_ms argument: pgx
-// sends it as an integer of nanoseconds, without error (a 30 s lease becomes 347 days).
+// ms converts a duration to the whole milliseconds of a *_ms argument, rounded up as
+// dlock rounds an interval (1µs is 1 ms, not 0, which would mean "do not wait").
 func ms(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
-// leaseMs is nil (SQL NULL: no lease) for lease <= 0.
-func leaseMs(lease time.Duration) *int64 {
-	if lease <= 0 {
+// msOrNull is ms(d), or nil (SQL NULL: the argument is not given) when null is true.
+func msOrNull(d time.Duration, null bool) *int64 {
+	if null {
 		return nil
 	}
-	v := ms(lease)
+	v := ms(d)
 	return &v
 }
 
@@ -60,28 +60,30 @@ func leaseMs(lease time.Duration) *int64 {
 func tryLock(ctx context.Context, q Querier, name string, shared bool, lease time.Duration) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, "SELECT dlock_try($1, shared => $2, lease_ms => $3)",
-		name, shared, leaseMs(lease)).Scan(&ok)
+		name, shared, msOrNull(lease, lease <= 0)).Scan(&ok)
 	return ok, err
 }
 
 // lock waits up to timeout for an exclusive session lock; false when the timeout passed.
+// timeout 0 tries once; a negative timeout waits without limit (timeout_ms => NULL).
 func lock(ctx context.Context, q Querier, name string, timeout time.Duration) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, "SELECT dlock_lock($1, timeout_ms => $2)", name, ms(timeout)).Scan(&ok)
+	err := q.QueryRow(ctx, "SELECT dlock_lock($1, timeout_ms => $2)",
+		name, msOrNull(timeout, timeout < 0)).Scan(&ok)
 	return ok, err
 }
 
 // unlock releases one session hold of name on this connection; false (and a server
-// WARNING, which pgx drops by default) if this connection does not hold it.
+// WARNING) if this connection does not hold it.
 func unlock(ctx context.Context, q Querier, name string, shared bool) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, "SELECT dlock_unlock($1, shared => $2)", name, shared).Scan(&ok)
 	return ok, err
 }
 
-// acquire takes a detached lock, waiting up to timeout (0: try once), and returns its
-// fencing token, or nil if it was not acquired: dlock_acquire returns NULL then, which
-// cannot be scanned into a plain int64, hence *int64.
+// acquire takes a detached lock and returns its fencing token, or nil if it was not
+// acquired (dlock_acquire returns NULL). timeout is how long to wait for it: 0 tries once
+// and does not wait (unlike lock, there is no "without limit" here).
 func acquire(ctx context.Context, q Querier, name string, lease, timeout time.Duration) (*int64, error) {
 	var token *int64
 	err := q.QueryRow(ctx, "SELECT dlock_acquire($1, lease_ms => $2, timeout_ms => $3)",
@@ -112,7 +114,7 @@ type TxBeginner interface {
 
 // inTransactionLock runs work in a transaction that holds the exclusive lock name,
 // released by the commit or rollback. It returns false, without running work, if the
-// lock was not free within timeout.
+// lock was not free within timeout (as in lock: negative waits without limit).
 func inTransactionLock(ctx context.Context, db TxBeginner, name string, timeout time.Duration,
 	work func(pgx.Tx) error) (bool, error) {
 	tx, err := db.Begin(ctx)
@@ -121,11 +123,10 @@ func inTransactionLock(ctx context.Context, db TxBeginner, name string, timeout 
 	}
 	defer tx.Rollback(ctx) // does nothing after a successful Commit
 	var ok bool
-	if err := tx.QueryRow(ctx, "SELECT dlock_lock_xact($1, timeout_ms => $2)", name, ms(timeout)).Scan(&ok); err != nil {
-		return false, err
-	}
-	if !ok {
-		return false, tx.Rollback(ctx)
+	err = tx.QueryRow(ctx, "SELECT dlock_lock_xact($1, timeout_ms => $2)",
+		name, msOrNull(timeout, timeout < 0)).Scan(&ok)
+	if err != nil || !ok {
+		return false, err // the deferred Rollback ends the transaction
 	}
 	if err := work(tx); err != nil {
 		return false, err
@@ -137,17 +138,17 @@ func inTransactionLock(ctx context.Context, db TxBeginner, name string, timeout 
 }
 
 // withLock checks out one pooled connection, takes the exclusive session lock name on it
-// (waiting up to timeout), runs work and unlocks on that same connection before giving it
-// back. Unlocking through the pool instead could run on another connection and leave the
-// lock held by this one, for whoever gets it next. Without a pinned connection, use
-// inTransactionLock, or acquire/release with the token, which work from any connection.
+// (timeout as in lock), runs work and unlocks on that same connection. ok is false if the
+// lock was not taken; err is work's error if it failed. A transaction that work left open
+// is rolled back first; if the unlock then fails, the connection is closed, not given
+// back to the pool still holding the lock (closing the session ends its locks).
 func withLock(ctx context.Context, pool *pgxpool.Pool, name string, timeout time.Duration,
 	work func(*pgxpool.Conn) error) (ok bool, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer conn.Release()
+	defer conn.Release() // drops a closed connection from the pool
 	if ok, err = lock(ctx, conn, name, timeout); err != nil || !ok {
 		return false, err
 	}
@@ -155,11 +156,12 @@ func withLock(ctx context.Context, pool *pgxpool.Pool, name string, timeout time
 		// Not ctx: it may be cancelled by now, and the lock must go all the same.
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		if conn.Conn().PgConn().TxStatus() != 'I' { // in a transaction, maybe a failed one
+			conn.Exec(uctx, "ROLLBACK") // its error, if any, shows in the unlock's
+		}
 		unlocked, uerr := unlock(uctx, conn, name, false)
 		if uerr != nil || !unlocked {
-			// Never give a connection that may still hold the lock back to the pool:
-			// Release destroys a closed connection, which releases its locks.
-			conn.Conn().Close(uctx)
+			conn.Conn().Close(uctx) // pgxpool v4 has no Hijack
 			if err == nil {
 				err = fmt.Errorf("unlock %q: %v, %v", name, unlocked, uerr)
 			}
@@ -217,7 +219,17 @@ func connString() string {
 		env("PGHOST", "127.0.0.1"), env("PGPORT", "5432"), env("PGUSER", "postgres"), env("PGDATABASE", "postgres"))
 }
 
-var names = []string{"c-Go", "lease-Go", "s-Go", "d-Go", "x-Go", "p-Go", "pd-Go"}
+var names = []string{"c-Go", "lease-Go", "s-Go", "d-Go", "x-Go", "p-Go", "pd-Go",
+	"n-Go", "ns-Go", "i-Go", "nl-Go", "w-Go", "pe-Go", "pt-Go", "pu-Go"}
+
+// sqlState is the SQLSTATE of a server error, or "".
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
 
 func main() {
 	ctx := context.Background()
@@ -404,11 +416,156 @@ func main() {
 		return nil
 	})
 
+	// 6b. durations
+	check("ms rounds up: 1µs -> 1, 1ms -> 1, 1.5ms -> 2, 0 -> 0", func() error {
+		got := []int64{ms(time.Microsecond), ms(time.Millisecond), ms(1500 * time.Microsecond), ms(0)}
+		return want(got[0] == 1 && got[1] == 1 && got[2] == 2 && got[3] == 0, "got %v", got)
+	})
+	check("lock with a negative timeout waits without limit", func() error {
+		const n = "n-Go"
+		if ok, err := tryLock(ctx, a, n, false, 0); err != nil || !ok {
+			return fmt.Errorf("tryLock(A) = %v, %v; want true", ok, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			ok, err := unlock(ctx, a, n, false)
+			if err == nil && !ok {
+				err = errors.New("unlock(A) = false")
+			}
+			done <- err
+		}()
+		start := time.Now()
+		ok, err := lock(ctx, b, n, -1)
+		took := time.Since(start)
+		if uerr := <-done; uerr != nil {
+			return uerr
+		}
+		if err != nil || !ok {
+			return fmt.Errorf("lock(B, -1) = %v, %v; want true", ok, err)
+		}
+		if ok, err := unlock(ctx, b, n, false); err != nil || !ok {
+			return fmt.Errorf("unlock(B) = %v, %v; want true", ok, err)
+		}
+		return want(took >= 250*time.Millisecond, "lock(B, -1) returned after %v, before the unlock", took)
+	})
+
+	// 6c. the README's pitfalls
+	check("pitfall: a time.Duration bound to a bigint goes out as nanoseconds (200ms -> 200000000)", func() error {
+		var v int64
+		if err := a.QueryRow(ctx, "SELECT $1::bigint", 200*time.Millisecond).Scan(&v); err != nil {
+			return err
+		}
+		return want(v == 200000000, "SELECT $1::bigint with 200ms = %d", v)
+	})
+	check("pitfall: a 30 s Duration as lease_ms: a session lease of 347 days, a detached one refused (22023)", func() error {
+		const n = "ns-Go"
+		var ok bool
+		if err := a.QueryRow(ctx, "SELECT dlock_try($1, lease_ms => $2)", n, 30*time.Second).Scan(&ok); err != nil || !ok {
+			return fmt.Errorf("dlock_try(lease_ms => 30*time.Second) = %v, %v; want true", ok, err)
+		}
+		var days float64
+		err := a.QueryRow(ctx, "SELECT extract(epoch from lease_expires - since) / 86400 FROM dlock_locks WHERE name = $1",
+			n).Scan(&days)
+		if ok, uerr := unlock(ctx, a, n, false); uerr != nil || !ok {
+			return fmt.Errorf("unlock(A) = %v, %v; want true", ok, uerr)
+		}
+		if err != nil {
+			return err
+		}
+		if days < 347 || days > 348 {
+			return fmt.Errorf("lease of %.2f days, want 347.2", days)
+		}
+		var token *int64
+		err = a.QueryRow(ctx, "SELECT dlock_acquire($1, lease_ms => $2)", n, 30*time.Second).Scan(&token)
+		if token != nil {
+			_, _ = release(ctx, a, n, *token)
+		}
+		return want(sqlState(err) == "22023", "dlock_acquire(lease_ms => 30*time.Second) = %v, %v; want 22023", token, err)
+	})
+	check("pitfall: a Duration bound to an interval is exact to the microsecond; timeout => $2 works", func() error {
+		const n = "i-Go"
+		var s string
+		if err := a.QueryRow(ctx, "SELECT $1::interval::text", 1234567*time.Microsecond).Scan(&s); err != nil {
+			return err
+		}
+		if s != "00:00:01.234567" {
+			return fmt.Errorf("SELECT $1::interval with 1.234567s = %s", s)
+		}
+		if ok, err := tryLock(ctx, a, n, false, 0); err != nil || !ok {
+			return fmt.Errorf("tryLock(A) = %v, %v; want true", ok, err)
+		}
+		start := time.Now()
+		var ok bool
+		err := b.QueryRow(ctx, "SELECT dlock_lock($1, timeout => $2)", n, 200*time.Millisecond).Scan(&ok)
+		took := time.Since(start)
+		if ok, uerr := unlock(ctx, a, n, false); uerr != nil || !ok {
+			return fmt.Errorf("unlock(A) = %v, %v; want true", ok, uerr)
+		}
+		if err != nil || ok {
+			return fmt.Errorf("dlock_lock(B, timeout => 200ms) = %v, %v; want false", ok, err)
+		}
+		return want(took >= 150*time.Millisecond && took < 2*time.Second,
+			"dlock_lock(B, timeout => 200ms) returned false after %v", took)
+	})
+	check("pitfall: a NULL token scanned into int64 fails (cannot scan null into *int64), into pgtype.Int8 is Null", func() error {
+		var v int64
+		err := a.QueryRow(ctx, "SELECT NULL::bigint").Scan(&v)
+		if err == nil || !strings.Contains(err.Error(), "cannot scan null into *int64") {
+			return fmt.Errorf("Scan(&int64) of NULL: %v", err)
+		}
+		var t pgtype.Int8
+		if err := a.QueryRow(ctx, "SELECT NULL::bigint").Scan(&t); err != nil {
+			return err
+		}
+		return want(t.Status == pgtype.Null, "Scan(&pgtype.Int8) of NULL: %+v", t)
+	})
+	check("pitfall: a negative key scanned into uint64 fails", func() error {
+		var v uint64
+		err := a.QueryRow(ctx, "SELECT dlock_key('nightly-report')").Scan(&v)
+		return want(err != nil, "Scan(&uint64) of dlock_key('nightly-report') = %d, no error", v)
+	})
+	check("pitfall: pgx has no OnNotice by default; with one, an unlock not held gives a WARNING", func() error {
+		cfg, err := pgx.ParseConfig(connString())
+		if err != nil {
+			return err
+		}
+		if cfg.OnNotice != nil {
+			return errors.New("ParseConfig set an OnNotice")
+		}
+		var severities []string
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { severities = append(severities, n.Severity) }
+		nc, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer nc.Close(ctx)
+		ok, err := unlock(ctx, nc, "nl-Go", false)
+		if err != nil || ok {
+			return fmt.Errorf("unlock of a lock not held = %v, %v; want false", ok, err)
+		}
+		return want(len(severities) == 1 && severities[0] == "WARNING", "notices: %v", severities)
+	})
+
 	// 7. pool
 	held := func(n string) (int64, error) {
 		var count int64
 		err := c.QueryRow(ctx, "SELECT count(*) FROM dlock_locks WHERE name = $1 AND granted", n).Scan(&count)
 		return count, err
+	}
+	// waitHeld waits up to 2 s for n to have want granted rows (a session ends a moment
+	// after its client closes it).
+	waitHeld := func(n string, want int64) error {
+		for i := 0; ; i++ {
+			count, err := held(n)
+			if err != nil || count == want {
+				return err
+			}
+			if i == 40 {
+				return fmt.Errorf("%d granted rows of %s, want %d", count, n, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	poolConfig, err := pgxpool.ParseConfig(connString() + " pool_max_conns=2")
 	if err != nil {
@@ -437,6 +594,90 @@ func main() {
 			return err
 		}
 		return want(count == 0, "%d granted rows after withLock, want 0", count)
+	})
+	check("pool, the wrong way: unlock through the pool runs on another connection, false, lock stays", func() error {
+		const n = "w-Go"
+		wpool, err := pgxpool.ConnectConfig(ctx, poolConfig.Copy())
+		if err != nil {
+			return err
+		}
+		defer wpool.Close()
+		c1, err := wpool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if ok, err := tryLock(ctx, c1, n, false, 0); err != nil || !ok {
+			c1.Release()
+			return fmt.Errorf("tryLock(pooled conn) = %v, %v; want true", ok, err)
+		}
+		ok, uerr := unlock(ctx, wpool, n, false) // c1 is checked out: another connection
+		c1.Release()                             // back to the pool, still holding the lock
+		if uerr != nil || ok {
+			return fmt.Errorf("unlock(pool) = %v, %v; want false", ok, uerr)
+		}
+		if count, err := held(n); err != nil || count != 1 {
+			return fmt.Errorf("%d granted rows after unlock(pool), %v; want 1", count, err)
+		}
+		wpool.Close() // the sessions end, and their locks
+		return waitHeld(n, 0)
+	})
+	check("pool: withLock returns work's error, nothing held after", func() error {
+		const n = "pe-Go"
+		boom := errors.New("boom")
+		ok, err := withLock(ctx, pool, n, time.Second, func(conn *pgxpool.Conn) error { return boom })
+		if !errors.Is(err, boom) {
+			return fmt.Errorf("withLock = %v, %v; want work's error", ok, err)
+		}
+		return waitHeld(n, 0)
+	})
+	check("pool: withLock after work left a failed transaction: work's error (22012), rolled back, unlocked, connection kept", func() error {
+		const n = "pt-Go"
+		var pid uint32
+		ok, err := withLock(ctx, pool, n, time.Second, func(conn *pgxpool.Conn) error {
+			pid = conn.Conn().PgConn().PID()
+			if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+				return err
+			}
+			_, err := conn.Exec(ctx, "SELECT 1/0")
+			return err
+		})
+		if sqlState(err) != "22012" {
+			return fmt.Errorf("withLock = %v, %v; want work's 22012", ok, err)
+		}
+		if err := waitHeld(n, 0); err != nil {
+			return err
+		}
+		// rolled back and unlocked, the connection went back to the pool, open
+		var alive bool
+		if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", int32(pid)).Scan(&alive); err != nil {
+			return err
+		}
+		return want(alive, "the connection (backend %d) was closed", pid)
+	})
+	check("pool: withLock closes the connection when its unlock returns false", func() error {
+		const n = "pu-Go"
+		var pid uint32
+		ok, err := withLock(ctx, pool, n, time.Second, func(conn *pgxpool.Conn) error {
+			pid = conn.Conn().PgConn().PID()
+			_, err := unlock(ctx, conn, n, false) // makes withLock's own unlock return false
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "unlock") {
+			return fmt.Errorf("withLock = %v, %v; want an unlock error", ok, err)
+		}
+		for i := 0; ; i++ {
+			var alive bool
+			if err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", int32(pid)).Scan(&alive); err != nil {
+				return err
+			}
+			if !alive {
+				return nil
+			}
+			if i == 40 {
+				return fmt.Errorf("backend %d still there", pid)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	})
 	check("pool: detached acquire and release through the pool", func() error {
 		const n = "pd-Go"

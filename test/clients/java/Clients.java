@@ -22,6 +22,9 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.SQLWarning;
+import java.sql.Statement;
+import java.sql.Timestamp;
 import java.sql.Types;
 import java.time.Duration;
 import java.time.OffsetDateTime;
@@ -30,7 +33,6 @@ import java.util.List;
 import java.util.Properties;
 import java.util.logging.Level;
 import java.util.logging.Logger;
-import javax.sql.DataSource;
 
 public class Clients {
     static final String LANG = "Java";
@@ -111,12 +113,47 @@ public class Clients {
         return (System.nanoTime() - startNanos) / 1_000_000;
     }
 
+    static String sqlState(Throwable e) {
+        return e instanceof SQLException ? ((SQLException) e).getSQLState() : null;
+    }
+
+    static HikariDataSource pool(String poolName) {
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(jdbcUrl());
+        config.setDataSourceProperties(props());
+        config.setMaximumPoolSize(2);
+        config.setPoolName(poolName);
+        return new HikariDataSource(config);
+    }
+
+    /** Whether another connection can take the session lock within 5 s (and then gives it back). */
+    static boolean freeSoon(Connection other, String name) throws SQLException {
+        boolean got = DLock.lock(other, name, Duration.ofSeconds(5));
+        if (got) DLock.unlock(other, name, false);
+        return got;
+    }
+
+    interface Work {
+        void run() throws Exception;
+    }
+
+    /** What run throws, or null. */
+    static Throwable thrown(Work run) {
+        try {
+            run.run();
+            return null;
+        } catch (Throwable e) {
+            return e;
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         PGJDBC_LOG.setLevel(Level.OFF);
 
         final String kName = "c-" + LANG, leaseName = "lease-" + LANG, sName = "s-" + LANG,
-                dName = "d-" + LANG, xName = "x-" + LANG, pName = "p-" + LANG, pdName = "pd-" + LANG;
-        final String[] names = {kName, leaseName, sName, dName, xName, pName, pdName};
+                dName = "d-" + LANG, xName = "x-" + LANG, pName = "p-" + LANG, pdName = "pd-" + LANG,
+                wName = "w-" + LANG, iName = "i-" + LANG;
+        final String[] names = {kName, leaseName, sName, dName, xName, pName, pdName, wName, iName};
 
         try (Connection a = connect(); Connection b = connect(); Connection c = connect()) {
             // Leftovers of an earlier, interrupted run: detached locks outlive their connection.
@@ -158,6 +195,25 @@ public class Clients {
                 check("unlock(A) is true", DLock.unlock(a, kName, false), "false");
                 check("lock(B, 5 s) takes it once A unlocked", DLock.lock(b, kName, Duration.ofSeconds(5)), "false");
                 check("unlock(B) is true", DLock.unlock(b, kName, false), "false");
+
+                // timeout null: without limit (A unlocks after 700 ms, from another thread)
+                boolean aGot = DLock.tryLock(a, kName, false, null);
+                Thread unlocker = new Thread(() -> {
+                    try {
+                        Thread.sleep(700);
+                        DLock.unlock(a, kName, false);
+                    } catch (Exception e) {
+                        // seen below: B does not get the lock
+                    }
+                });
+                t0 = System.nanoTime();
+                unlocker.start();
+                got = DLock.lock(b, kName, null);
+                took = ms(t0);
+                unlocker.join();
+                check("lock(B, null) waits without limit: true once A unlocks after 700 ms",
+                        aGot && got && took >= 600, "A took it " + aGot + "; B got " + got + " after " + took + " ms");
+                if (got) DLock.unlock(b, kName, false);
             });
 
             // 3. lease
@@ -174,6 +230,23 @@ public class Clients {
                 check("tryLock with a 30 s lease: the view shows a 30 s lease", got && secs >= 29 && secs <= 31,
                         "taken " + got + ", lease_expires - since = " + secs + " s");
                 check("unlock after the lease check", DLock.unlock(a, leaseName, false), "false");
+
+                // rounded up: 99.5 ms goes out as 100 (99 would be refused: a lease is at least 100 ms)
+                Throwable e = thrown(() -> {
+                    if (!DLock.tryLock(a, leaseName, false, Duration.ofNanos(99_500_000)))
+                        throw new IllegalStateException("tryLock returned false");
+                });
+                double ms = -1;
+                try (PreparedStatement st = c.prepareStatement(
+                        "SELECT extract(epoch FROM lease_expires - since) * 1000 FROM dlock_locks WHERE name = ? AND granted")) {
+                    st.setString(1, leaseName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        if (rs.next()) ms = rs.getDouble(1);
+                    }
+                }
+                check("a 99.5 ms lease is rounded up to 100 ms", e == null && Math.abs(ms - 100) < 0.01,
+                        (e == null ? "" : describe(e) + "; ") + "lease_expires - since = " + ms + " ms");
+                if (e == null) DLock.unlock(a, leaseName, false);
             });
 
             // 4. shared
@@ -204,6 +277,23 @@ public class Clients {
                         "acquire " + token + ", view " + viewToken);
                 Long second = DLock.acquire(b, dName, Duration.ofSeconds(1), Duration.ZERO);
                 check("acquire(B, timeout 0) while held is null", second == null, "got " + second);
+                long t1 = System.nanoTime();
+                Long third = DLock.acquire(b, dName, Duration.ofSeconds(1), null);
+                long took1 = ms(t1);
+                check("acquire(B, timeout null) while held is null at once (tries once)",
+                        third == null && took1 < 150, "got " + third + " after " + took1 + " ms");
+                try (PreparedStatement st = b.prepareStatement("SELECT dlock_acquire(?, lease_ms => 1000)")) {
+                    st.setString(1, dName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        rs.next();
+                        long asLong = rs.getLong(1);
+                        boolean wasNull = rs.wasNull();
+                        Long asObject = rs.getObject(1, Long.class);
+                        check("getLong reads acquire's NULL as 0; getObject(1, Long.class) as null",
+                                asLong == 0 && wasNull && asObject == null,
+                                "getLong " + asLong + " (wasNull " + wasNull + "), getObject " + asObject);
+                    }
+                }
                 long t0 = System.nanoTime();
                 Long waited = DLock.acquire(b, dName, Duration.ofSeconds(1), Duration.ofMillis(300));
                 long took = ms(t0);
@@ -220,6 +310,17 @@ public class Clients {
                 check("extend(B) returns an OffsetDateTime more than 100 s ahead",
                         expires != null && expires.isAfter(now.plusSeconds(100)),
                         "expires " + expires + ", server now " + now);
+                try (PreparedStatement st = c.prepareStatement("SELECT lease_expires FROM dlock_locks WHERE name = ? AND granted")) {
+                    st.setString(1, dName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        Object plain = rs.next() ? rs.getObject(1) : null;
+                        OffsetDateTime typed = rs.getObject(1, OffsetDateTime.class);
+                        check("plain getObject of a timestamptz is a java.sql.Timestamp, the same instant",
+                                plain instanceof Timestamp && ((Timestamp) plain).toInstant().equals(typed.toInstant()),
+                                "got " + (plain == null ? null : plain.getClass().getName()) + " " + plain
+                                        + ", as OffsetDateTime " + typed);
+                    }
+                }
                 check("release(B) from another connection is true", DLock.release(b, dName, token), "false");
                 check("release(B) again is false", !DLock.release(b, dName, token), "true");
             });
@@ -238,16 +339,32 @@ public class Clients {
                 check("the connection is back in autocommit", a.getAutoCommit(), "autocommit is off");
                 check("after commit, tryLock(B) is true", DLock.tryLock(b, xName, false, null), "false");
                 check("unlock(B) after the transaction lock", DLock.unlock(b, xName, false), "false");
+
+                RuntimeException boom = new RuntimeException("work failed");
+                Throwable e = thrown(() -> DLock.inTransactionLock(a, xName, Duration.ofSeconds(1), conn -> {
+                    throw boom;
+                }));
+                long left = countGranted(c, xName);
+                check("inTransactionLock: work's exception propagates, the lock is gone, autocommit is back",
+                        e == boom && left == 0 && a.getAutoCommit(),
+                        "threw " + (e == null ? null : describe(e)) + ", granted " + left + ", autocommit " + a.getAutoCommit());
+
+                boolean[] ran = {false};
+                a.setAutoCommit(false);
+                try {
+                    e = thrown(() -> DLock.inTransactionLock(a, xName, Duration.ofSeconds(1), conn -> ran[0] = true));
+                } finally {
+                    a.rollback();
+                    a.setAutoCommit(true);
+                }
+                check("inTransactionLock refuses a connection with autocommit off (IllegalStateException)",
+                        e instanceof IllegalStateException && !ran[0],
+                        "threw " + (e == null ? null : describe(e)) + ", work ran " + ran[0]);
             });
 
             // 7. pool
             group("pool", () -> {
-                HikariConfig config = new HikariConfig();
-                config.setJdbcUrl(jdbcUrl());
-                config.setDataSourceProperties(props());
-                config.setMaximumPoolSize(2);
-                config.setPoolName("dlock-java-test");
-                try (HikariDataSource pool = new HikariDataSource(config)) {
+                try (HikariDataSource pool = pool("dlock-java-test")) {
                     long[] during = {-1};
                     boolean done = DLock.withLock(pool, pName, Duration.ofSeconds(1),
                             conn -> during[0] = countGranted(c, pName));
@@ -269,6 +386,151 @@ public class Clients {
                     }
                     check("acquire and release through the pool", token != null && released,
                             "token " + token + ", released " + released);
+
+                    // work that fails: its own exception, and nothing held afterwards
+                    RuntimeException boom = new RuntimeException("work failed");
+                    Throwable e = thrown(() -> DLock.withLock(pool, pName, Duration.ofSeconds(1), conn -> {
+                        throw boom;
+                    }));
+                    long left = countGranted(c, pName);
+                    check("withLock: work's exception propagates and nothing is held", e == boom && left == 0,
+                            "threw " + (e == null ? null : describe(e)) + ", granted " + left);
+
+                    e = thrown(() -> DLock.withLock(pool, pName, Duration.ofSeconds(1), conn -> {
+                        conn.setAutoCommit(false);
+                        try (Statement st = conn.createStatement()) {
+                            st.executeQuery("SELECT 1/0");
+                        }
+                    }));
+                    left = countGranted(c, pName);
+                    check("withLock: work failing in a transaction: its 22012 propagates (not 25P02), nothing is held",
+                            "22012".equals(sqlState(e)) && left == 0,
+                            "threw " + (e == null ? null : describe(e)) + ", granted " + left);
+
+                    // a transaction begun in SQL, unseen by getAutoCommit: the unlock fails, the pool evicts
+                    e = thrown(() -> DLock.withLock(pool, pName, Duration.ofSeconds(1), conn -> {
+                        try (Statement st = conn.createStatement()) {
+                            st.execute("BEGIN");
+                            st.executeQuery("SELECT 1/0");
+                        }
+                    }));
+                    String suppressed = e == null || e.getSuppressed().length == 0 ? null : sqlState(e.getSuppressed()[0]);
+                    boolean free = freeSoon(c, pName);
+                    check("withLock: unlock failing (25P02): work's 22012 propagates, 25P02 suppressed, connection evicted, lock gone",
+                            "22012".equals(sqlState(e)) && "25P02".equals(suppressed) && free,
+                            "threw " + (e == null ? null : describe(e)) + ", suppressed " + suppressed
+                                    + ", another connection took it within 5 s: " + free);
+
+                    e = thrown(() -> DLock.withLock(pool, pName, Duration.ofSeconds(1), conn -> {
+                        try (Statement st = conn.createStatement()) {
+                            st.execute("BEGIN");
+                            try {
+                                st.executeQuery("SELECT 1/0");
+                            } catch (SQLException ignored) {
+                                // the transaction is left failed
+                            }
+                        }
+                    }));
+                    free = freeSoon(c, pName);
+                    check("withLock: work returning with a failed transaction begun in SQL: 25P02, lock gone",
+                            "25P02".equals(sqlState(e)) && free,
+                            "threw " + (e == null ? null : describe(e)) + ", another connection took it within 5 s: " + free);
+
+                    done = DLock.withLock(pool, pName, Duration.ofSeconds(1),
+                            conn -> during[0] = countGranted(c, pName));
+                    check("withLock works again after the evictions", done && during[0] == 1 && countGranted(c, pName) == 0,
+                            "returned " + done + ", granted rows during work " + during[0]);
+                }
+            });
+
+            // 7b. the wrong way with a pool: a session lock unlocked on another pooled connection
+            group("pool, the wrong way", () -> {
+                boolean took, unlockedElsewhere;
+                long held, heldInPool;
+                try (HikariDataSource pool = pool("dlock-java-wrong")) {
+                    try (Connection first = pool.getConnection()) {
+                        took = DLock.tryLock(first, wName, false, null);
+                        try (Connection second = pool.getConnection()) {
+                            unlockedElsewhere = DLock.unlock(second, wName, false);
+                        }
+                        held = countGranted(c, wName);
+                    }
+                    heldInPool = countGranted(c, wName);
+                }
+                check("unlock on another pooled connection is false and the lock stays held",
+                        took && !unlockedElsewhere && held == 1,
+                        "took " + took + ", unlock " + unlockedElsewhere + ", granted " + held);
+                check("the lock stays held by its connection back in the pool", heldInPool == 1,
+                        "granted " + heldInPool);
+                long left = -1;
+                for (int i = 0; i < 50 && left != 0; i++) {
+                    if (i > 0) Thread.sleep(100);
+                    left = countGranted(c, wName);
+                }
+                check("closing the pool ends it", left == 0, "granted " + left + " 5 s after closing the pool");
+            });
+
+            // 7c. pgjdbc's ways, as the README says
+            group("pgjdbc", () -> {
+                try (Connection d = connect()) {
+                    check("a new connection is in autocommit", d.getAutoCommit(), "autocommit is off");
+                }
+                Throwable e = thrown(() -> {
+                    try (PreparedStatement st = b.prepareStatement("SELECT dlock_lock(?, timeout => ?)")) {
+                        st.setString(1, iName);
+                        st.setString(2, "5 s");
+                        st.executeQuery().close();
+                    }
+                });
+                check("setString for an interval argument (timeout => ?) is 42883",
+                        "42883".equals(sqlState(e)) && e.getMessage().contains("dlock_lock(character varying, timeout => character varying) does not exist"),
+                        e == null ? "no error" : describe(e));
+                e = thrown(() -> {
+                    try (PreparedStatement st = b.prepareStatement("SELECT dlock_lock(?, timeout => ?)")) {
+                        st.setString(1, iName);
+                        st.setObject(2, Duration.ofSeconds(5));
+                        st.executeQuery().close();
+                    }
+                });
+                check("setObject with a Duration is 07006 (Can't infer the SQL type ... java.time.Duration)",
+                        "07006".equals(sqlState(e)) && e.getMessage().contains("Can't infer the SQL type to use for an instance of java.time.Duration"),
+                        e == null ? "no error" : describe(e));
+                Object cast = null;
+                try (PreparedStatement st = b.prepareStatement("SELECT dlock_lock(?, timeout => ?::interval)")) {
+                    st.setString(1, iName);
+                    st.setString(2, "5 s");
+                    try (ResultSet rs = st.executeQuery()) {
+                        rs.next();
+                        cast = rs.getObject(1);
+                    }
+                }
+                check("timeout => ?::interval with setString works; getObject of a boolean is a Boolean",
+                        Boolean.TRUE.equals(cast), "got " + cast + (cast == null ? "" : " (" + cast.getClass().getName() + ")"));
+                DLock.unlock(b, iName, false);
+
+                boolean xact;
+                try (PreparedStatement st = b.prepareStatement("SELECT dlock_try_xact(?)")) {
+                    st.setString(1, iName);
+                    try (ResultSet rs = st.executeQuery()) {
+                        rs.next();
+                        xact = rs.getBoolean(1);
+                    }
+                }
+                long left = countGranted(c, iName);
+                check("in autocommit a transaction lock ends with its own statement", xact && left == 0,
+                        "dlock_try_xact " + xact + ", granted after it " + left);
+
+                try (PreparedStatement st = b.prepareStatement("SELECT dlock_unlock(?)")) {
+                    st.setString(1, iName);
+                    boolean unlocked;
+                    try (ResultSet rs = st.executeQuery()) {
+                        rs.next();
+                        unlocked = rs.getBoolean(1);
+                    }
+                    SQLWarning w = st.getWarnings();
+                    check("unlock of a lock not held: false, and the WARNING is in Statement.getWarnings()",
+                            !unlocked && w != null && w.getMessage().contains("you don't own a lock"),
+                            "unlock " + unlocked + ", warning " + (w == null ? null : w.getMessage()));
                 }
             });
 
@@ -295,13 +557,9 @@ public class Clients {
 }
 
 // README begin
-// dlock from Java with pgjdbc and HikariCP. Uses java.nio.{ByteBuffer, ByteOrder},
-// java.nio.charset.StandardCharsets, java.security.*, java.sql.*, java.time.{Duration,
-// OffsetDateTime} and javax.sql.DataSource.
-//
-// pgjdbc binds a String as varchar and a long as bigint, and cannot bind a Duration: an
-// interval argument (timeout => ?, lease => ?) then fails with 42883 "function ... does
-// not exist". So pass durations as milliseconds, by name, to the _ms arguments.
+// dlock from Java with pgjdbc and HikariCP. Uses com.zaxxer.hikari.HikariDataSource,
+// java.nio.{ByteBuffer, ByteOrder}, java.nio.charset.StandardCharsets, java.security.*,
+// java.sql.* and java.time.{Duration, OffsetDateTime}.
 final class DLock {
     private DLock() {}
 
@@ -331,7 +589,7 @@ final class DLock {
         }
     }
 
-    /** Waits up to timeout (null: without limit) for a session lock; false at the deadline. */
+    /** Waits up to timeout for a session lock, null: without limit; false at the deadline. */
     static boolean lock(Connection conn, String name, Duration timeout) throws SQLException {
         try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock(?, timeout_ms => ?)")) {
             st.setString(1, name);
@@ -350,8 +608,8 @@ final class DLock {
     }
 
     /**
-     * A detached lock: its fencing token, or null if not acquired within timeout. A timeout of
-     * ZERO or null does not wait (timeout_ms => NULL means "not given": the default, '0').
+     * A detached lock: its fencing token, or null if not acquired within timeout, the time to
+     * wait: ZERO or null tries once (unlike lock, where null waits without limit).
      */
     static Long acquire(Connection conn, String name, Duration lease, Duration timeout) throws SQLException {
         try (PreparedStatement st = conn.prepareStatement(
@@ -361,7 +619,7 @@ final class DLock {
             setMillis(st, 3, timeout);
             try (ResultSet rs = st.executeQuery()) {
                 rs.next();
-                return rs.getObject(1, Long.class); // NULL -> null (getLong would give 0)
+                return rs.getObject(1, Long.class);
             }
         }
     }
@@ -374,7 +632,6 @@ final class DLock {
             setMillis(st, 3, lease);
             try (ResultSet rs = st.executeQuery()) {
                 rs.next();
-                // getObject(1) alone gives a java.sql.Timestamp in the JVM's time zone
                 return rs.getObject(1, OffsetDateTime.class);
             }
         }
@@ -390,13 +647,15 @@ final class DLock {
     }
 
     /**
-     * Runs work in one transaction that holds the lock, released by its commit or rollback.
-     * Returns false, without running work, if the lock is not granted within timeout.
+     * Runs work in one transaction that holds the lock (timeout as in lock), released by its
+     * commit or rollback; false, without running work, if the lock is not granted in time.
      */
     static boolean inTransactionLock(Connection conn, String name, Duration timeout, SqlWork work)
             throws SQLException {
-        // JDBC's default is autocommit, where a transaction lock would end with its own statement.
-        boolean autoCommit = conn.getAutoCommit();
+        if (!conn.getAutoCommit()) {
+            throw new IllegalStateException("inTransactionLock: autocommit is off, so the connection may have"
+                    + " a transaction of its own, which this would commit or roll back");
+        }
         conn.setAutoCommit(false);
         try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_xact(?, timeout_ms => ?)")) {
             st.setString(1, name);
@@ -416,38 +675,63 @@ final class DLock {
             }
             throw e;
         } finally {
-            conn.setAutoCommit(autoCommit);
+            conn.setAutoCommit(true);
         }
     }
 
     /**
-     * Runs work under a session lock on one connection of a pool (such as a HikariDataSource).
-     * A session lock belongs to the connection that took it: unlocking through the pool on
-     * another connection would leave it held by a pooled connection. So lock, work and unlock
-     * on the same connection, and only then give it back. (Or use inTransactionLock, or a
-     * detached lock, whose token releases it from any connection.)
-     * work gets that connection in autocommit mode: end any transaction it begins, or the
-     * unlock fails and the lock stays with the pooled connection.
+     * Runs work under a session lock (timeout as in lock) on one connection of the pool: lock,
+     * work and unlock on that connection, then it goes back. A transaction work leaves open is
+     * rolled back; if the unlock then fails, the pool evicts and closes the connection, which
+     * ends its locks. An exception of work is the one thrown, with later ones suppressed.
      */
-    static boolean withLock(DataSource pool, String name, Duration timeout, SqlWork work) throws SQLException {
+    static boolean withLock(HikariDataSource pool, String name, Duration timeout, SqlWork work)
+            throws SQLException {
         try (Connection conn = pool.getConnection()) {
             if (!lock(conn, name, timeout)) {
                 return false;
             }
             try {
                 work.run(conn);
-            } finally {
-                unlock(conn, name, false);
+            } catch (Throwable e) {
+                unlockOrEvict(pool, conn, name, e);
+                throw e;
             }
+            unlockOrEvict(pool, conn, name, null);
             return true;
         }
     }
 
+    // Errors go to failure, if there is one; else the unlock's is thrown.
+    private static void unlockOrEvict(HikariDataSource pool, Connection conn, String name, Throwable failure)
+            throws SQLException {
+        boolean unlocked = false;
+        try {
+            if (!conn.getAutoCommit()) {
+                conn.rollback(); // in a failed transaction the unlock would fail (25P02)
+            }
+        } catch (SQLException e) {
+            if (failure != null) failure.addSuppressed(e);
+        }
+        try {
+            unlocked = unlock(conn, name, false);
+        } catch (SQLException e) {
+            if (failure == null) throw e;
+            failure.addSuppressed(e);
+        } finally {
+            if (!unlocked) {
+                pool.evictConnection(conn);
+            }
+        }
+    }
+
+    // In milliseconds rounded up, as dlock rounds an interval: toMillis() alone would make
+    // 0.5 ms 0, which means "do not wait".
     private static void setMillis(PreparedStatement st, int index, Duration d) throws SQLException {
         if (d == null) {
             st.setNull(index, Types.BIGINT);
         } else {
-            st.setLong(index, d.toMillis());
+            st.setLong(index, d.plusNanos(999_999).toMillis());
         }
     }
 

@@ -13,22 +13,22 @@ function dlockKey(name) {
   return createHash('sha256').update(name, 'utf8').digest().readBigInt64LE(0);
 }
 
-// Durations are milliseconds, sent by name as lease_ms/timeout_ms (bigint). pg sends a
-// parameter as untyped text: a Number bound to lease/timeout (interval) means SECONDS,
-// silently; and bigint refuses a fraction ("1500.5": 22P02), so round up.
+// Durations are milliseconds, sent by name as lease_ms/timeout_ms, rounded up as dlock
+// rounds an interval (0.2 is 1, not 0, which means "do not wait"). null stays null (SQL
+// NULL: the argument is not given).
 const ms = (d) => (d == null ? null : Math.ceil(Number(d)));
 
 // Session locks belong to a connection: pass a pg.Client or a client from
-// pool.connect(), never the pool itself (pool.query may pick another connection each time).
-// Held until unlock() or the connection's end, whatever its transactions do.
-// Boolean results come back as JS booleans; `shared` must not be null (22004).
+// pool.connect(), never the pool itself. Held until unlock() or the connection's end,
+// whatever its transactions do. `shared` must not be null (22004).
 async function tryLock(conn, name, shared = false, leaseMs = null) {
   const { rows } = await conn.query(
     'SELECT dlock_try($1, shared => $2, lease_ms => $3) AS ok', [name, !!shared, ms(leaseMs)]);
   return rows[0].ok;
 }
 
-// Waits in the queue up to timeoutMs (null: no limit); false at the deadline.
+// Waits in the queue up to timeoutMs (0: try once; null or omitted: without limit);
+// false at the deadline.
 async function lock(conn, name, timeoutMs, shared = false, leaseMs = null) {
   const { rows } = await conn.query(
     'SELECT dlock_lock($1, timeout_ms => $2, shared => $3, lease_ms => $4) AS ok',
@@ -36,6 +36,7 @@ async function lock(conn, name, timeoutMs, shared = false, leaseMs = null) {
   return rows[0].ok;
 }
 
+// false (and a server WARNING) if this connection does not hold it.
 async function unlock(conn, name, shared = false) {
   const { rows } = await conn.query(
     'SELECT dlock_unlock($1, shared => $2) AS ok', [name, !!shared]);
@@ -43,9 +44,9 @@ async function unlock(conn, name, shared = false) {
 }
 
 // Detached lock: held by the server for its token, not by this connection, so any
-// connection (a pool, pool.query, a new client) can extend or release it.
-// int8 comes back as a string: the token is a BigInt (~10^13 and more: keep it exact),
-// or null when not acquired within timeoutMs.
+// connection (a pool, pool.query, a new client) can extend or release it. Returns the
+// token (a BigInt), or null if not acquired within timeoutMs, which is how long to wait:
+// 0 or null tries once (unlike lock, there is no "without limit" here).
 async function acquire(conn, name, leaseMs, timeoutMs = 0) {
   const { rows } = await conn.query(
     'SELECT dlock_acquire($1, lease_ms => $2, timeout_ms => $3) AS token',
@@ -66,8 +67,8 @@ async function release(conn, name, token) {
   return rows[0].ok;
 }
 
-// A transaction lock, released by COMMIT or ROLLBACK. pg has no transaction helper:
-// BEGIN ... COMMIT on one client (a pg.Client or from pool.connect(), not pool.query).
+// A transaction lock, released by COMMIT or ROLLBACK; timeoutMs as in lock. pg has no
+// transaction helper: BEGIN ... COMMIT on one client (a pg.Client or from pool.connect()).
 async function inTransactionLock(client, name, timeoutMs, work) {
   await client.query('BEGIN');
   try {
@@ -86,27 +87,30 @@ async function inTransactionLock(client, name, timeoutMs, work) {
   }
 }
 
-// With a pg.Pool: a session lock taken on one pooled connection and unlocked through the
-// pool (pool.query) on another stays held, and the next user of that connection inherits
-// it. So check out ONE client, lock, work and unlock on it; or use inTransactionLock on a
-// checked-out client, or a detached lock (its token releases it from any connection).
+// With a pg.Pool: check out ONE client, lock, work and unlock on it. false if the lock
+// was not taken within timeoutMs (as in lock); work's error propagates. A transaction
+// that work left open is rolled back first; if the unlock then fails, the client is
+// destroyed, not given back to the pool holding the lock (its session's end frees it).
 async function withLock(pool, name, timeoutMs, work) {
   const client = await pool.connect();
   let locked = false;
   let clean = false;
   try {
     locked = await lock(client, name, timeoutMs);
-    if (!locked) {
-      clean = true;
-      return false;
-    }
+    clean = !locked;
+    if (!locked) return false;
     await work(client);
     return true;
   } finally {
-    if (locked) clean = await unlock(client, name).catch(() => false);
-    // A connection that may still hold the lock must not go back to the pool:
-    // release(true) closes it, and the server releases its locks with the session.
-    client.release(!clean);
+    if (locked) {
+      // In a transaction, maybe a failed one? (getTransactionStatus: pg 8.21 and later;
+      // without it, always ROLLBACK: outside a transaction, that is only a WARNING.)
+      if (client.getTransactionStatus?.() !== 'I') {
+        await client.query('ROLLBACK').catch(() => {});
+      }
+      clean = await unlock(client, name).catch(() => false);
+    }
+    client.release(!clean); // true: destroy the connection
   }
 }
 // README end
@@ -132,6 +136,12 @@ const NAMES = {
   xact: 'x-Node',
   pool: 'p-Node',
   poolDetached: 'pd-Node',
+  noLimit: 'n-Node',
+  seconds: 'sec-Node',
+  wrongWay: 'w-Node',
+  poolError: 'pe-Node',
+  poolTx: 'pt-Node',
+  poolUnlock: 'pu-Node',
 };
 const ALL_NAMES = Object.values(NAMES);
 
@@ -294,14 +304,136 @@ async function main() {
     expect(u === true, `unlock(B) returned ${show(u)}`);
   });
 
-  await check('pool: withLock pins one connection; detached lock through the pool', async () => {
+  await check('ms rounds up: 0.2 -> 1, 1500.5 -> 1501, 0 -> 0, null/undefined -> null', async () => {
+    const got = [ms(0.2), ms(1500.5), ms(0), ms(null), ms(undefined)];
+    expect(got[0] === 1 && got[1] === 1501 && got[2] === 0 && got[3] === null && got[4] === null,
+      `got ${got.map(show).join(', ')}`);
+  });
+
+  await check('lock with a null timeout waits without limit', async () => {
+    const n = NAMES.noLimit;
+    expect(await tryLock(A, n) === true, 'tryLock(A) did not take it');
+    const later = new Promise((resolve) => setTimeout(resolve, 300)).then(() => unlock(A, n));
+    const t0 = process.hrtime.bigint();
+    const r = await lock(B, n, null);
+    const took = Number(process.hrtime.bigint() - t0) / 1e6;
+    const u = await later;
+    expect(u === true, `unlock(A) returned ${show(u)}`);
+    expect(r === true, `lock(B, null) returned ${show(r)}`);
+    expect(took >= 250, `lock(B, null) returned after ${took.toFixed(1)} ms, before the unlock`);
+    const u2 = await unlock(B, n);
+    expect(u2 === true, `unlock(B) returned ${show(u2)}`);
+  });
+
+  await check('pitfall: a Number bound to an interval means seconds (200 -> 00:03:20; lease => 30000 is 30000 s)', async () => {
+    const iv = await scalar(A, 'SELECT $1::interval::text', [200]);
+    expect(iv === '00:03:20', `SELECT $1::interval with 200 = ${show(iv)}`);
+    const n = NAMES.seconds;
+    const r = await scalar(A, 'SELECT dlock_try($1, lease => $2)', [n, 30000]);
+    expect(r === true, `dlock_try(lease => 30000) returned ${show(r)}`);
+    const secs = await scalar(A,
+      'SELECT extract(epoch FROM lease_expires - since)::int FROM dlock_locks WHERE name = $1', [n]);
+    const u = await unlock(A, n);
+    expect(u === true, `unlock(A) returned ${show(u)}`);
+    expect(secs === 30000, `lease => 30000 gave a lease of ${show(secs)} s`);
+  });
+
+  await check('pitfall: lease_ms with a fraction (1500.5) is 22P02', async () => {
+    let code;
+    try {
+      await A.query('SELECT dlock_try($1, lease_ms => $2)', [NAMES.seconds, 1500.5]);
+    } catch (err) {
+      code = err.code;
+    }
+    expect(code === '22P02', `lease_ms => 1500.5 gave ${show(code)}`);
+  });
+
+  await check('pitfall: bigint comes back as a string, a BigInt parameter goes out exactly, boolean as a boolean', async () => {
+    const big = 2n ** 53n + 1n;
+    const { rows } = await A.query('SELECT $1::bigint AS v, $1::bigint::text AS t, true AS b', [big]);
+    expect(typeof rows[0].v === 'string', `bigint came back as a ${typeof rows[0].v}`);
+    expect(rows[0].t === '9007199254740993' && BigInt(rows[0].v) === big,
+      `2^53+1 came back as ${show(rows[0].v)} (${show(rows[0].t)})`);
+    expect(rows[0].b === true, `true came back as ${show(rows[0].b)}`);
+  });
+
+  await check('pitfall: JSON.stringify throws on a BigInt (TypeError); toString() and BigInt() round-trip', async () => {
+    const token = 10000000000042n;
+    let thrown;
+    try {
+      JSON.stringify({ token });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown instanceof TypeError, `JSON.stringify({ token }) gave ${show(thrown)}`);
+    const back = BigInt(JSON.parse(JSON.stringify({ token: token.toString() })).token);
+    expect(back === token, `round trip gave ${show(back)}`);
+  });
+
+  await check('pitfall: shared => null is 22004', async () => {
+    let code;
+    try {
+      await A.query('SELECT dlock_try($1, shared => $2)', [NAMES.shared, null]);
+    } catch (err) {
+      code = err.code;
+    }
+    expect(code === '22004', `shared => null gave ${show(code)}`);
+  });
+
+  const held = (name) => scalar(A,
+    'SELECT count(*)::int FROM dlock_locks WHERE name = $1 AND granted', [name]);
+  // waits up to 2 s for name to have `want` granted rows (a session ends a moment after
+  // its client closes it)
+  const waitHeld = async (name, want) => {
+    for (let i = 0; ; i++) {
+      const count = await held(name);
+      if (count === want) return;
+      expect(i < 40, `${count} granted rows of ${name}, want ${want}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  const alive = (pid) => scalar(A, 'SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)', [pid]);
+  const newPool = () => {
     const pool = new pg.Pool({ ...config, max: 2 });
     pool.on('error', (err) => {
       failures++;
       console.log(`not ok - Node: idle pool connection error: ${describe(err)}`);
     });
-    const held = (name) => scalar(A,
-      'SELECT count(*)::int FROM dlock_locks WHERE name = $1 AND granted', [name]);
+    return pool;
+  };
+
+  await check('pitfall: pg.Pool closes an idle client after 10 s by default (idleTimeoutMillis)', async () => {
+    const pool = new pg.Pool(config);
+    const t = pool.options.idleTimeoutMillis;
+    await pool.end();
+    expect(t === 10000, `idleTimeoutMillis ${show(t)}`);
+  });
+
+  await check('pool, the wrong way: unlock through pool.query runs on another connection, false, lock stays', async () => {
+    const n = NAMES.wrongWay;
+    const pool = newPool();
+    try {
+      const c1 = await pool.connect();
+      let r;
+      let u;
+      try {
+        r = await tryLock(c1, n);
+        u = await unlock(pool, n); // c1 is checked out: another connection
+      } finally {
+        c1.release(); // back to the pool, still holding the lock
+      }
+      expect(r === true, `tryLock(pooled client) returned ${show(r)}`);
+      expect(u === false, `unlock(pool) returned ${show(u)}`);
+      const count = await held(n);
+      expect(count === 1, `${count} granted rows after unlock(pool), want 1`);
+    } finally {
+      await pool.end(); // the sessions end, and their locks
+    }
+    await waitHeld(n, 0);
+  });
+
+  await check('pool: withLock pins one connection; detached lock through the pool', async () => {
+    const pool = newPool();
     try {
       let inside;
       const r = await withLock(pool, NAMES.pool, 1000, async () => {
@@ -315,6 +447,64 @@ async function main() {
       expect(typeof token === 'bigint', `acquire(pool) returned ${show(token)}`);
       const rel = await release(pool, NAMES.poolDetached, token);
       expect(rel === true, `release(pool) returned ${show(rel)}`);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  await check('pool: withLock rethrows work\'s error, nothing held after', async () => {
+    const n = NAMES.poolError;
+    const pool = newPool();
+    const boom = new Error('boom');
+    let caught;
+    try {
+      await withLock(pool, n, 1000, async () => { throw boom; });
+    } catch (err) {
+      caught = err;
+    } finally {
+      await pool.end();
+    }
+    expect(caught === boom, `withLock threw ${show(caught)}`);
+    await waitHeld(n, 0);
+  });
+
+  await check('pool: withLock after work left a failed transaction: work\'s error (22012), rolled back, unlocked, connection kept', async () => {
+    const n = NAMES.poolTx;
+    const pool = newPool();
+    let caught;
+    let pid;
+    try {
+      try {
+        await withLock(pool, n, 1000, async (client) => {
+          pid = client.processID;
+          await client.query('BEGIN');
+          await client.query('SELECT 1/0');
+        });
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught && caught.code === '22012', `withLock threw ${describe(caught)}`);
+      await waitHeld(n, 0);
+      expect(await alive(pid) === true, `the connection (backend ${pid}) was closed`);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  await check('pool: withLock destroys the connection when its unlock returns false', async () => {
+    const n = NAMES.poolUnlock;
+    const pool = newPool();
+    let pid;
+    try {
+      const r = await withLock(pool, n, 1000, async (client) => {
+        pid = client.processID;
+        await unlock(client, n); // makes withLock's own unlock return false
+      });
+      expect(r === true, `withLock returned ${show(r)}`);
+      for (let i = 0; await alive(pid); i++) {
+        expect(i < 40, `backend ${pid} still there`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
     } finally {
       await pool.end();
     }

@@ -6,10 +6,6 @@
 declare(strict_types=1);
 
 // README begin
-// PDO returns boolean as PHP bool, bigint as PHP int (64-bit PHP) and timestamptz as a string.
-// The pg_* functions return every value as a string: false is 'f', and 'f' is truthy in PHP,
-// so `if (pg_fetch_result($r, 0, 0))` is always true; there, compare with === 't'.
-
 /** The 64-bit key of a name: the first 8 bytes of SHA-256 of its UTF-8 bytes, little-endian. */
 function dlockKey(string $name): int
 {
@@ -17,10 +13,17 @@ function dlockKey(string $name): int
     return unpack('P', hash('sha256', $name, true))[1];
 }
 
-/** Seconds (int or float) to the whole milliseconds the *_ms arguments take. */
+/**
+ * Seconds (int or float) to the whole milliseconds the *_ms arguments take, rounded up as
+ * dlock rounds an interval; round(, 6) drops float noise (2.007 s is 2007 ms, not 2008).
+ */
 function milliseconds(int|float|null $seconds): ?int
 {
-    return $seconds === null ? null : (int) round($seconds * 1000);
+    if ($seconds === null) {
+        return null;
+    }
+    $ms = (int) ceil(round($seconds * 1000, 6));
+    return $seconds > 0 ? max($ms, 1) : $ms; // positive never becomes 0, "do not wait"
 }
 
 /** Takes a session lock if it is free now; never waits. $lease in seconds, null: none. */
@@ -28,15 +31,13 @@ function tryLock(PDO $conn, string $name, bool $shared = false, int|float|null $
 {
     $stmt = $conn->prepare('SELECT dlock_try(?, shared => ?, lease_ms => ?)');
     $stmt->bindValue(1, $name);
-    // PDO sends a PHP false bound as a string as '' (22P02 invalid input syntax for
-    // type boolean: ""), e.g. with execute([$name, false]): bind it as PARAM_BOOL.
     $stmt->bindValue(2, $shared, PDO::PARAM_BOOL);
     $stmt->bindValue(3, milliseconds($lease), PDO::PARAM_INT);
     $stmt->execute();
     return $stmt->fetchColumn() === true;
 }
 
-/** Waits up to $timeout seconds (null: without limit) for a session lock. */
+/** Waits up to $timeout seconds for a session lock: null waits without limit, 0 not at all. */
 function lock(PDO $conn, string $name, int|float|null $timeout): bool
 {
     $stmt = $conn->prepare('SELECT dlock_lock(?, timeout_ms => ?)');
@@ -58,7 +59,8 @@ function unlock(PDO $conn, string $name, bool $shared = false): bool
 
 /**
  * Acquires a detached lock, held by the server until released or its lease runs out.
- * Returns its fencing token, or null if it was not acquired within $timeout seconds.
+ * Returns its fencing token, or null if not acquired. $timeout: seconds to wait; 0 or null
+ * tries once (unlike lock(), where null waits without limit).
  */
 function acquire(PDO $conn, string $name, int|float $lease, int|float|null $timeout = 0): ?int
 {
@@ -78,7 +80,7 @@ function extend(PDO $conn, string $name, int $token, int|float $lease): DateTime
     $stmt->bindValue(2, $token, PDO::PARAM_INT);
     $stmt->bindValue(3, milliseconds($lease), PDO::PARAM_INT);
     $stmt->execute();
-    // timestamptz comes as a string such as '2030-01-01 12:00:00.123456+00' (DateStyle ISO).
+    // a string such as '2030-01-01 12:00:00.123456+00'
     return new DateTimeImmutable($stmt->fetchColumn());
 }
 
@@ -94,7 +96,8 @@ function release(PDO $conn, string $name, int $token): bool
 
 /**
  * Runs $work($conn) in a transaction holding a transaction lock, which its end releases.
- * Returns false, without running $work, if the lock was not taken within $timeout seconds.
+ * Returns false, without running $work, if the lock was not taken within $timeout seconds
+ * (null: without limit).
  */
 function inTransactionLock(PDO $conn, string $name, int|float|null $timeout, callable $work): bool
 {
@@ -120,15 +123,9 @@ function inTransactionLock(PDO $conn, string $name, int|float|null $timeout, cal
 }
 
 /**
- * The pooled way. PHP has no in-process pool: a persistent connection,
- *     $pool = new PDO($dsn, $user, $password, [PDO::ATTR_PERSISTENT => true]);
- * stays open after the request and is handed to the next request this PHP worker serves.
- * A session lock belongs to that connection, not to the request: unlocked from another
- * connection (a later request on another worker) dlock_unlock returns false and the lock
- * stays held, and a lock the request never unlocked is inherited by the next request.
- * So lock, work and unlock on the same connection in one call, unlocking in finally; across
- * requests, use a transaction lock, or a detached lock and keep its token (release works
- * from any connection).
+ * The pooled way: lock, $work($pool) and unlock on one connection. $pool is a persistent
+ * connection, new PDO($dsn, $user, $password, [PDO::ATTR_PERSISTENT => true]), which the
+ * next request this PHP worker serves gets again.
  */
 function withLock(PDO $pool, string $name, int|float|null $timeout, callable $work): bool
 {
@@ -138,8 +135,28 @@ function withLock(PDO $pool, string $name, int|float|null $timeout, callable $wo
     try {
         $work($pool);
         return true;
-    } finally {
-        unlock($pool, $name); // on the connection that took it
+    } finally { // errors here are dropped: $work's own exception is the one thrown
+        try {
+            if ($pool->inTransaction()) {
+                $pool->rollBack(); // else an open or failed transaction fails the unlock
+            }
+        } catch (Throwable) {
+        }
+        try {
+            $unlocked = unlock($pool, $name);
+        } catch (Throwable) {
+            $unlocked = false;
+        }
+        if (!$unlocked) {
+            // Not unlocked, and a persistent connection cannot be dropped: DISCARD ALL resets
+            // the session. It releases all its advisory and dlock session locks, and also drops
+            // prepared statements (a PDOStatement prepared before fails: 26000), temporary
+            // tables, SET settings and LISTENs.
+            try {
+                $pool->exec('DISCARD ALL');
+            } catch (Throwable) {
+            }
+        }
     }
 }
 // README end
@@ -149,6 +166,21 @@ function withLock(PDO $pool, string $name, int|float|null $timeout, callable $wo
 
 final class CheckFailed extends Exception
 {
+}
+
+final class WorkError extends Exception
+{
+}
+
+/** The SQLSTATE of what $body throws, or null if it throws nothing. */
+function sqlstateOf(callable $body): ?string
+{
+    try {
+        $body();
+        return null;
+    } catch (PDOException $e) {
+        return $e->errorInfo[0] ?? (string) $e->getCode();
+    }
 }
 
 /** Fails the current check with $detail unless $condition holds. */
@@ -175,7 +207,7 @@ $dsn = sprintf(
 $user = $env('PGUSER', 'postgres');
 $connect = static fn (array $options = []): PDO => new PDO($dsn, $user, null, $options);
 
-const NAMES = ['c-PHP', 'lease-PHP', 's-PHP', 'd-PHP', 'x-PHP', 'p-PHP'];
+const NAMES = ['c-PHP', 'lease-PHP', 's-PHP', 'd-PHP', 'x-PHP', 'p-PHP', 'm-PHP', 'n-PHP', 'f-PHP', 'w-PHP'];
 
 /** Rows in dlock_locks (held or awaited) for the given names, seen from $conn. */
 function viewCount(PDO $conn, array $names, bool $grantedOnly = false): int
@@ -251,6 +283,60 @@ $check('dlockKey matches dlock_key()', static function () use ($a): void {
     }
 });
 
+// PDO's types
+$check("PDO returns bool, int and null, and timestamptz as a string", static function () use ($a): void {
+    $row = $a->query('SELECT true, false, 10000000000042::bigint, NULL::bigint, now()')->fetch(PDO::FETCH_NUM);
+    expect(array_slice($row, 0, 4) === [true, false, 10000000000042, null], 'row: ' . show($row));
+    expect(is_string($row[4]), 'timestamptz: ' . show($row[4]));
+});
+
+// a plain false parameter, in PDO and in pg_query_params; pg_* results as strings
+$check("a plain false parameter goes out as '' (22P02); pg_query_params returns 't'/'f' strings",
+    static function () use ($a, $env, $user): void {
+        $name = 'm-PHP';
+        $state = sqlstateOf(static function () use ($a, $name): void {
+            $a->prepare('SELECT dlock_try(?, shared => ?)')->execute([$name, false]);
+        });
+        expect($state === '22P02', 'PDO execute([$name, false]): ' . show($state));
+        $pg = pg_connect(sprintf('host=%s port=%s dbname=%s user=%s', $env('PGHOST', '127.0.0.1'),
+            $env('PGPORT', '5432'), $env('PGDATABASE', 'postgres'), $user));
+        try {
+            $r = @pg_query_params($pg, 'SELECT dlock_try($1, shared => $2)', [$name, false]);
+            expect($r === false, 'pg_query_params with false was accepted');
+            $error = pg_last_error($pg);
+            expect(str_contains($error, 'invalid input syntax for type boolean: ""'), 'error: ' . $error);
+            $r = pg_query_params($pg, 'SELECT dlock_try($1), dlock_try($1, shared => $2), $3::bigint, NULL',
+                [$name, 'f', 10000000000042]);
+            $row = pg_fetch_row($r);
+            expect($row === ['t', 't', '10000000000042', null], 'pg_fetch_row: ' . show($row));
+            $row = pg_fetch_row(pg_query_params($pg, 'SELECT dlock_unlock($1), dlock_unlock($1), dlock_try($1)', [$name]));
+            expect($row === ['t', 't', 't'], 'unlock, unlock, try: ' . show($row));
+            $row = pg_fetch_row(pg_query_params($pg, 'SELECT dlock_unlock($1), dlock_unlock($1)', [$name]));
+            expect($row === ['t', 'f'], 'unlock, unlock again: ' . show($row));
+        } finally {
+            pg_close($pg);
+        }
+    });
+
+// durations
+$check('durations round up to whole milliseconds (1 us is 1 ms, 2.007 s is 2007 ms)', static function (): void {
+    $cases = [[null, null], [0, 0], [0.000001, 1], [1e-10, 1], [0.2, 200], [2.007, 2007], [1.0005, 1001],
+        [30, 30000], [1 / 3, 334], [2147483.647, 2147483647]];
+    foreach ($cases as [$seconds, $want]) {
+        $got = milliseconds($seconds);
+        expect($got === $want, 'milliseconds(' . show($seconds) . ') = ' . show($got) . ', not ' . show($want));
+    }
+});
+
+// a bare number for an interval
+$check('interval arguments: a number means seconds (200 is 00:03:20)', static function () use ($a): void {
+    $stmt = $a->prepare('SELECT ?::interval');
+    $stmt->bindValue(1, 200, PDO::PARAM_INT);
+    $stmt->execute();
+    $got = $stmt->fetchColumn();
+    expect($got === '00:03:20', '200 as an interval: ' . show($got));
+});
+
 // 2. contention between two connections
 $check('contention between two connections', static function () use ($a, $b): void {
     $name = 'c-PHP';
@@ -265,6 +351,20 @@ $check('contention between two connections', static function () use ($a, $b): vo
     expect(lock($b, $name, 5) === true, 'lock(B, 5 s) after unlock(A) was not true');
     expect(unlock($b, $name) === true, 'unlock(B) was not true');
 });
+
+// lock(null) waits without limit: for a detached lock with a 500 ms lease, here
+$check('lock with timeout null waits without limit (a detached lease of 500 ms runs out)',
+    static function () use ($a, $b): void {
+        $name = 'n-PHP';
+        $token = acquire($a, $name, 0.5);
+        expect(is_int($token), 'acquire(A) returned ' . show($token));
+        $t0 = hrtime(true);
+        $got = lock($b, $name, null);
+        $ms = (hrtime(true) - $t0) / 1e6;
+        expect($got === true, 'lock(B, null) returned ' . show($got));
+        expect($ms >= 400, sprintf('lock(B, null) returned after %.1f ms', $ms));
+        expect(unlock($b, $name) === true, 'unlock(B) was not true');
+    });
 
 // 3. lease
 $check('lease of 30 s shows in dlock_locks', static function () use ($a): void {
@@ -301,6 +401,10 @@ $check('detached lock: acquire, extend, release from another connection',
         $viewToken = $stmt->fetchColumn();
         expect($viewToken === (string) $token, "token $token, view says " . show($viewToken));
         expect(acquire($b, $name, 1, 0) === null, 'acquire(B, timeout 0) while held was not null');
+        $t0 = hrtime(true);
+        expect(acquire($b, $name, 1, null) === null, 'acquire(B, timeout null) while held was not null');
+        $ms = (hrtime(true) - $t0) / 1e6;
+        expect($ms < 100, sprintf('acquire(B, timeout null) returned after %.1f ms', $ms));
         $t0 = hrtime(true);
         $second = acquire($b, $name, 1, 0.3);
         $ms = (hrtime(true) - $t0) / 1e6;
@@ -350,6 +454,102 @@ $check('pooled (persistent) connections', static function () use ($connect, $c):
     expect(release($pool[1], $name, $token) === true, 'release via the other pooled connection was not true');
     $pool = null; // persistent connections are closed when the PHP process ends
 });
+
+// a persistent connection is handed out again, with what it holds
+$check('a persistent connection comes back with the session lock the last user left',
+    static function () use ($connect, $c): void {
+        $name = 'p-PHP';
+        $first = $connect([PDO::ATTR_PERSISTENT => 'dlock-php-pool-1']);
+        $pid = $first->query('SELECT pg_backend_pid()')->fetchColumn();
+        expect(tryLock($first, $name) === true, 'tryLock was not true');
+        $first = null; // the "request" ends without unlocking
+        $again = $connect([PDO::ATTR_PERSISTENT => 'dlock-php-pool-1']);
+        $pid2 = $again->query('SELECT pg_backend_pid()')->fetchColumn();
+        expect($pid2 === $pid, "another backend: $pid2, not $pid");
+        expect(viewCount($c, [$name], true) === 1, 'not held any more');
+        expect(unlock($again, $name) === true, 'unlock on the same connection was not true');
+    });
+
+// withLock when the work fails
+$check('withLock when the work throws, leaves a failed transaction, or breaks the unlock: its own '
+    . 'exception, nothing held after, DISCARD ALL when the unlock failed',
+    static function () use ($connect, $c): void {
+        $name = 'f-PHP';
+        $pool = $connect([PDO::ATTR_PERSISTENT => 'dlock-php-pool-1']);
+        $pid = $pool->query('SELECT pg_backend_pid()')->fetchColumn();
+        $works = [
+            'throws' => [WorkError::class, static function (PDO $conn): void {
+                throw new WorkError('work failed');
+            }],
+            'leaves a failed transaction' => [null, static function (PDO $conn): void {
+                $conn->beginTransaction();
+                try {
+                    $conn->query('SELECT 1/0');
+                } catch (PDOException $e) {
+                    // swallowed: the transaction is left failed
+                }
+            }],
+            'fails in a transaction' => [PDOException::class, static function (PDO $conn): void {
+                $conn->beginTransaction();
+                $conn->query('SELECT 1/0');
+            }],
+            'leaves a transaction open and throws' => [WorkError::class, static function (PDO $conn): void {
+                $conn->exec('BEGIN');
+                throw new WorkError('work failed');
+            }],
+        ];
+        foreach ($works as $what => [$error, $work]) {
+            try {
+                $got = withLock($pool, $name, 1, $work);
+                expect($error === null && $got === true, "$what: returned " . show($got));
+            } catch (CheckFailed $e) {
+                throw $e;
+            } catch (Throwable $e) {
+                expect($error !== null && get_class($e) === $error,
+                    "$what: threw " . get_class($e) . ': ' . $e->getMessage());
+                expect(!($e instanceof PDOException) || $e->errorInfo[0] === '22012',
+                    "$what: threw " . $e->getMessage());
+            }
+            expect(viewCount($c, [$name]) === 0, "$what: still held");
+            expect(!$pool->inTransaction(), "$what: left in a transaction");
+        }
+        $before = $pool->prepare('SELECT 1');
+        $before->execute(); // prepared on the server at its first execute
+        $before->fetchAll();
+        try {
+            withLock($pool, $name, 1, static function (PDO $conn): void {
+                $conn->exec('SET search_path TO nowhere'); // dlock_unlock: 42883
+                throw new WorkError('work failed');
+            });
+            expect(false, 'breaks the unlock: no exception');
+        } catch (WorkError $e) {
+            // its own exception
+        }
+        expect(viewCount($c, [$name]) === 0, 'breaks the unlock: still held');
+        $pid2 = $pool->query('SELECT pg_backend_pid()')->fetchColumn();
+        expect($pid2 === $pid, 'breaks the unlock: another backend');
+        $path = $pool->query('SHOW search_path')->fetchColumn();
+        expect($path !== 'nowhere', 'breaks the unlock: search_path still ' . $path);
+        $state = sqlstateOf(static function () use ($before): void {
+            $before->execute();
+        });
+        expect($state === '26000', 'a statement prepared before DISCARD ALL: ' . show($state));
+        $before = null;
+        expect(withLock($pool, $name, 1, static function (PDO $conn): void {
+        }) === true, 'withLock after DISCARD ALL');
+    });
+
+// the wrong way: lock on one pooled (persistent) connection, unlock on another
+$check('the wrong way: locked on one persistent connection, unlocked on another: false, still held',
+    static function () use ($connect, $c): void {
+        $name = 'w-PHP';
+        $first = $connect([PDO::ATTR_PERSISTENT => 'dlock-php-pool-1']);
+        $second = $connect([PDO::ATTR_PERSISTENT => 'dlock-php-pool-2']);
+        expect(tryLock($first, $name) === true, 'tryLock(first) was not true');
+        expect(unlock($second, $name) === false, 'unlock(second) was not false');
+        expect(viewCount($c, [$name], true) === 1, 'not held after unlock(second)');
+        expect(unlock($first, $name) === true, 'unlock(first) was not true');
+    });
 
 // 8. nothing left
 $check('nothing left in dlock_locks', static function () use ($c): void {

@@ -8,17 +8,30 @@ Prints "ok - python: ..." / "not ok - python: ..." lines, then
 "# all python client tests ran".
 """
 import datetime
+import logging
 import os
 import sys
 import time
+import threading
 import traceback
 
-import psycopg
-import psycopg_pool
-
 # README begin
+import contextlib
 import hashlib
 from datetime import timedelta
+
+import psycopg  # psycopg 3
+import psycopg_pool
+from psycopg.pq import TransactionStatus
+
+
+# autocommit=True, which is not psycopg's default, for every connection
+def connect(conninfo):
+    return psycopg.connect(conninfo, autocommit=True)
+
+
+def make_pool(conninfo, **options):
+    return psycopg_pool.ConnectionPool(conninfo, kwargs={"autocommit": True}, **options)
 
 
 def dlock_key(name):
@@ -26,34 +39,40 @@ def dlock_key(name):
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "little", signed=True)
 
 
+def _ms(duration):
+    """A timedelta to whole milliseconds, rounded up as dlock rounds an interval
+    (so a positive one never becomes 0, "do not wait"); None stays None."""
+    return None if duration is None else -(-duration // timedelta(milliseconds=1))
+
+
 def try_lock(conn, name, shared=False, lease=None):
     """A session lock, now or never; lease: a timedelta, or None."""
-    lease_ms = None if lease is None else int(lease / timedelta(milliseconds=1))
     return conn.execute("SELECT dlock_try(%s, shared => %s, lease_ms => %s)",
-                        (name, shared, lease_ms)).fetchone()[0]
+                        (name, shared, _ms(lease))).fetchone()[0]
 
 
 def lock(conn, name, timeout):
-    """A session lock, waiting up to timeout (a timedelta) in the queue."""
-    timeout_ms = int(timeout / timedelta(milliseconds=1))
-    return conn.execute("SELECT dlock_lock(%s, timeout_ms => %s)", (name, timeout_ms)).fetchone()[0]
+    """A session lock, waiting up to timeout (a timedelta): None waits without limit,
+    timedelta(0) not at all."""
+    return conn.execute("SELECT dlock_lock(%s, timeout_ms => %s)",
+                        (name, _ms(timeout))).fetchone()[0]
 
 
 def unlock(conn, name, shared=False):
     return conn.execute("SELECT dlock_unlock(%s, shared => %s)", (name, shared)).fetchone()[0]
 
 
-def acquire(conn, name, lease, timeout=timedelta(0)):
-    """A detached lock: its fencing token (an int), or None if it was not free in time."""
+def acquire(conn, name, lease, timeout=None):
+    """A detached lock: its fencing token (an int), or None if it was not free in time.
+    timeout: how long to wait; None or timedelta(0) tries once (unlike lock's None)."""
     return conn.execute("SELECT dlock_acquire(%s, lease_ms => %s, timeout_ms => %s)",
-                        (name, lease // timedelta(milliseconds=1),
-                         timeout // timedelta(milliseconds=1))).fetchone()[0]
+                        (name, _ms(lease), _ms(timeout))).fetchone()[0]
 
 
 def extend(conn, name, token, lease):
     """A new lease for a detached lock, from now; returns when it ends (a datetime)."""
     return conn.execute("SELECT dlock_extend(%s, %s, lease_ms => %s)",
-                        (name, token, lease // timedelta(milliseconds=1))).fetchone()[0]
+                        (name, token, _ms(lease))).fetchone()[0]
 
 
 def release(conn, name, token):
@@ -61,30 +80,32 @@ def release(conn, name, token):
 
 
 def in_transaction_lock(conn, name, timeout, work):
-    """work() inside one transaction that holds the lock; it is released at the commit
-    (or rollback). False if the lock was not free within timeout. Connect with
-    autocommit=True: with psycopg's default, the first statement opens a transaction
-    that stays open, conn.transaction() inside it is only a savepoint, and the lock is
-    kept until that outer transaction ends."""
+    """work(conn) in one transaction that holds the lock, released at its end.
+    False if the lock was not free within timeout (None: without limit)."""
     with conn.transaction():
         if not conn.execute("SELECT dlock_lock_xact(%s, timeout_ms => %s)",
-                            (name, timeout // timedelta(milliseconds=1))).fetchone()[0]:
+                            (name, _ms(timeout))).fetchone()[0]:
             return False
         work(conn)
     return True
 
 
 def with_lock(pool, name, timeout, work):
-    """The pooled way: lock and unlock on the same connection, checked out for the
-    whole time. (A session lock taken on one pooled connection and unlocked through
-    another stays held until the first one closes.)"""
+    """The pooled way: lock, work(conn) and unlock on one checked-out connection."""
     with pool.connection() as conn:
         if not lock(conn, name, timeout):
             return False
         try:
             work(conn)
-        finally:
-            unlock(conn, name)
+        finally:  # errors here are suppressed: work's own error is the one raised
+            with contextlib.suppress(psycopg.Error):
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.rollback()  # else an open or failed transaction fails the unlock
+            unlocked = False
+            with contextlib.suppress(psycopg.Error):
+                unlocked = unlock(conn, name)
+            if not unlocked:
+                conn.close()  # ends the session and its locks; the pool drops it
     return True
 # README end
 
@@ -108,14 +129,17 @@ def conninfo():
         os.environ.get("PGUSER", "postgres"), os.environ.get("PGDATABASE", "postgres"))
 
 
-def connect():
-    # autocommit, as the README says (conn.transaction() is then a transaction)
-    return psycopg.connect(conninfo(), autocommit=True)
-
-
 def count_held(conn, name):
     return conn.execute("SELECT count(*) FROM dlock_locks WHERE name = %s AND granted",
                         (name,)).fetchone()[0]
+
+
+def held_after_close(conn, name):
+    """count_held once a closed session has ended (its backend exits just after the close)."""
+    deadline = time.monotonic() + 5
+    while count_held(conn, name) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return count_held(conn, name)
 
 
 def step(what, fn):
@@ -129,8 +153,14 @@ def step(what, fn):
         report(what, False, "".join(traceback.format_exception_only(type(e), e)).strip())
 
 
+class WorkError(Exception):
+    """The error a with_lock work raises in the checks."""
+
+
 def main():
-    a, b, c, watch = connect(), connect(), connect(), connect()
+    # the pool's own warnings (a closed connection discarded) are expected here
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    a, b, c, watch = (connect(conninfo()) for _ in range(4))
     names = []
 
     def keys():
@@ -140,6 +170,19 @@ def main():
                 return "%r: %d, the server says %d" % (n, dlock_key(n), server)
         return True
     step("the key is SHA-256 computed here", keys)
+
+    def rounding():
+        if _ms(None) is not None:
+            return "_ms(None) is %r" % (_ms(None),)
+        for d in (timedelta(0), timedelta(microseconds=1), timedelta(microseconds=999),
+                  timedelta(milliseconds=200), timedelta(seconds=1.1),
+                  timedelta(microseconds=1500500), timedelta(days=24)):
+            server = watch.execute("SELECT ceil(extract(epoch FROM %s::interval) * 1000)::bigint",
+                                   (d,)).fetchone()[0]
+            if _ms(d) != server:
+                return "%r: %r, dlock's rounding up gives %r" % (d, _ms(d), server)
+        return True
+    step("durations to milliseconds round up as the server does (1 us is 1 ms)", rounding)
 
     def contention():
         n = "c-python"
@@ -159,6 +202,21 @@ def main():
             return "B did not get it once free"
         return unlock(b, n) is True or "unlock on B"
     step("contention: try, a 200 ms timeout, then the lock once free", contention)
+
+    def no_limit():
+        n = "c-python"
+        if try_lock(a, n) is not True:
+            return "A did not get it"
+        timer = threading.Timer(0.4, unlock, (a, n))
+        timer.start()
+        t0 = time.monotonic()
+        got = lock(b, n, None)
+        waited = time.monotonic() - t0
+        timer.join()
+        if got is not True or waited < 0.3:
+            return "lock(timeout=None): %r after %.3f s" % (got, waited)
+        return unlock(b, n) is True or "unlock on B"
+    step("lock with timeout None waits without limit (until A unlocks 0.4 s later)", no_limit)
 
     def lease():
         n = "lease-python"
@@ -188,8 +246,9 @@ def main():
         view = watch.execute("SELECT token::text FROM dlock_locks WHERE name = %s", (n,)).fetchone()[0]
         if str(token) != view:
             return "token %d, the view says %s" % (token, view)
-        if acquire(b, n, timedelta(seconds=1)) is not None:
-            return "acquired twice"
+        t0 = time.monotonic()
+        if acquire(b, n, timedelta(seconds=1)) is not None or time.monotonic() - t0 > 0.1:
+            return "acquire with the default timeout (None) did not return None at once"
         t0 = time.monotonic()
         if acquire(b, n, timedelta(seconds=1), timedelta(milliseconds=300)) is not None or \
                 time.monotonic() - t0 < 0.25:
@@ -201,7 +260,8 @@ def main():
         if release(b, n, token) is not True:
             return "release from another connection"
         return release(b, n, token) is False or "released twice"
-    step("detached: token as int, None when busy, extend and release from another connection", detached)
+    step("detached: token as int, None at once when busy (timeout None), extend and release"
+         " from another connection", detached)
 
     def xact():
         n = "x-python"
@@ -215,24 +275,173 @@ def main():
         return unlock(b, n) is True or "unlock"
     step("a transaction lock inside conn.transaction()", xact)
 
+    def interval_args():
+        n = "i-python"
+        names.append(n)
+        sql = "SELECT dlock_try(%s, lease => %s)"
+        if a.execute(sql, (n, timedelta(seconds=30))).fetchone()[0] is not True:
+            return "lease => timedelta"
+        secs = watch.execute("SELECT extract(epoch FROM lease_expires - since)::float8 FROM dlock_locks"
+                             " WHERE name = %s", (n,)).fetchone()[0]
+        unlock(a, n)
+        if not 29 <= secs <= 31:
+            return "lease => timedelta(seconds=30) gave %r s" % secs
+        if a.execute(sql, (n, "30 s")).fetchone()[0] is not True:
+            return "lease => '30 s' (a str, sent untyped)"
+        unlock(a, n)
+        try:
+            a.execute(sql, (n, 30))
+            return "lease => 30 (an int) was accepted"
+        except psycopg.Error as e:
+            return e.sqlstate == "42883" or "lease => 30 (an int): %s %s" % (e.sqlstate, e)
+    step("interval arguments: a timedelta and a str work, an int is 42883", interval_args)
+
+    def default_autocommit():
+        n = "ac-python"
+        names.append(n)
+        d = psycopg.connect(conninfo())  # psycopg's default: autocommit=False
+        try:
+            if d.autocommit is not False:
+                return "the default autocommit is %r" % d.autocommit
+            try_lock(d, n)
+            if d.info.transaction_status != TransactionStatus.INTRANS:
+                return "after a try_lock: %r, not INTRANS" % d.info.transaction_status
+            d.rollback()
+            if count_held(watch, n) != 1:
+                return "the session lock did not survive the rollback"
+            if unlock(d, n) is not True:
+                return "unlock"
+            d.rollback()
+            token = acquire(d, n, timedelta(seconds=60))
+            if count_held(watch, n) != 1:
+                return "the detached lock is not held before the commit"
+            d.rollback()
+            if count_held(watch, n) != 0:
+                return "the rollback did not undo the acquire (token %r)" % token
+            d.execute("SELECT 1")  # any statement: the transaction is open
+            if in_transaction_lock(d, n, timedelta(seconds=1), lambda conn: None) is not True:
+                return "in_transaction_lock"
+            if try_lock(b, n) is not False:
+                return "the transaction lock was gone after conn.transaction() (a savepoint) ended"
+            d.commit()
+            if try_lock(b, n) is not True:
+                return "the transaction lock was still held after commit()"
+            unlock(b, n)
+            # with no statement before it, conn.transaction() is the transaction and commits
+            if in_transaction_lock(d, n, timedelta(seconds=1), lambda conn: None) is not True:
+                return "in_transaction_lock on an idle connection"
+            if d.info.transaction_status != TransactionStatus.IDLE or count_held(watch, n) != 0:
+                return "conn.transaction() on an idle connection did not end the transaction"
+            try_lock(d, n)
+        finally:
+            d.close()
+        return held_after_close(watch, n) == 0 or "a session lock outlived close()"
+    step("psycopg's default autocommit=False: the first statement opens a transaction; a session"
+         " lock survives its rollback, an acquire does not; a transaction lock taken after"
+         " another statement lasts until commit(); close() ends the session lock", default_autocommit)
+
     def pooled():
         n = "p-python"
         names.append(n)
         seen = []
-        with psycopg_pool.ConnectionPool(conninfo(), min_size=1, max_size=2, open=True,
-                                         kwargs={"autocommit": True}) as pool:
-            ok = with_lock(pool, n, timedelta(seconds=1), lambda conn: seen.append(count_held(watch, n)))
-            if ok is not True or seen != [1]:
-                return "with_lock: %r, held by %r" % (ok, seen)
+        with make_pool(conninfo(), min_size=1, max_size=2) as pool:
+            ok = with_lock(pool, n, timedelta(seconds=1),
+                           lambda conn: seen.append((count_held(watch, n), conn.autocommit)))
+            if ok is not True or seen != [(1, True)]:
+                return "with_lock: %r, (held, autocommit) %r" % (ok, seen)
             if count_held(watch, n) != 0:
                 return "still held after with_lock"
+            if try_lock(b, n) is not True:
+                return "B could not take it"
+            if with_lock(pool, n, timedelta(milliseconds=50), lambda conn: seen.append("ran")) is not False:
+                return "with_lock while B holds it"
+            unlock(b, n)
             with pool.connection() as conn:
                 token = acquire(conn, n, timedelta(seconds=60))
             with pool.connection() as conn:
                 if release(conn, n, token) is not True:
                     return "detached release through the pool"
-        return True
-    step("a pool: one connection for lock and unlock; detached through the pool", pooled)
+        return seen == [(1, True)] or "the work ran without the lock"
+    step("a pool (autocommit): with_lock; false when busy; detached through the pool", pooled)
+
+    def with_lock_failures():
+        n = "f-python"
+        names.append(n)
+        pids = []
+
+        def raises(conn):
+            pids.append(conn.info.backend_pid)
+            raise WorkError("work failed")
+
+        def fails_in_transaction(conn):
+            conn.execute("BEGIN")
+            with contextlib.suppress(psycopg.errors.DivisionByZero):
+                conn.execute("SELECT 1/0")
+
+        def fails_in_transaction_and_raises(conn):
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1/0")
+
+        def unlock_will_fail(conn):
+            pids.append(conn.info.backend_pid)
+            conn.execute("SET search_path TO nowhere")  # dlock_unlock: 42883
+            raise WorkError("work failed")
+
+        problems = []
+        with make_pool(conninfo(), min_size=1, max_size=1) as pool:
+            for work, expected in ((raises, WorkError), (fails_in_transaction, None),
+                                   (fails_in_transaction_and_raises, psycopg.errors.DivisionByZero),
+                                   (unlock_will_fail, WorkError)):
+                try:
+                    got = with_lock(pool, n, timedelta(seconds=1), work)
+                    if expected is not None or got is not True:
+                        problems.append("%s: returned %r" % (work.__name__, got))
+                except Exception as e:  # noqa: BLE001
+                    if expected is None or type(e) is not expected:
+                        problems.append("%s: raised %s: %s" % (work.__name__, type(e).__name__, e))
+                if held_after_close(watch, n) != 0:
+                    problems.append("%s: still held" % work.__name__)
+                    watch.execute("SELECT pg_terminate_backend(pid) FROM dlock_locks WHERE name = %s",
+                                  (n,))
+            with pool.connection() as conn:
+                pids.append(conn.info.backend_pid)
+                if conn.info.transaction_status != TransactionStatus.IDLE:
+                    problems.append("the pooled connection is not idle")
+        if len(pids) == 3 and pids[0] != pids[1]:
+            problems.append("the connection changed after a work that raised")
+        if len(pids) == 3 and pids[1] == pids[2]:
+            problems.append("the connection whose unlock failed went back to the pool")
+        # the same with psycopg's default (autocommit off): the work fails inside the implicit transaction
+        with psycopg_pool.ConnectionPool(conninfo(), min_size=1, max_size=1) as pool:
+            def fails(conn):
+                with contextlib.suppress(psycopg.errors.DivisionByZero):
+                    conn.execute("SELECT 1/0")
+            try:
+                if with_lock(pool, n, timedelta(seconds=1), fails) is not True:
+                    problems.append("autocommit off: with_lock did not return True")
+            except Exception as e:  # noqa: BLE001
+                problems.append("autocommit off: raised %s: %s" % (type(e).__name__, e))
+            if count_held(watch, n) != 0:
+                problems.append("autocommit off: still held")
+        return not problems or "; ".join(problems)
+    step("with_lock when the work raises, leaves a failed transaction (and raises), or breaks the"
+         " unlock: the work's error propagates, nothing stays held, a connection whose unlock"
+         " failed is dropped", with_lock_failures)
+
+    def wrong_way():
+        n = "w-python"
+        names.append(n)
+        with make_pool(conninfo(), min_size=2, max_size=2) as pool:
+            with pool.connection() as first, pool.connection() as second:
+                if try_lock(first, n) is not True:
+                    return "try_lock on the first pooled connection"
+                if unlock(second, n) is not False:
+                    return "unlock on the second pooled connection was not False"
+            if count_held(watch, n) != 1:
+                return "not held after the unlock through the other connection"
+        return held_after_close(watch, n) == 0 or "still held after the pool was closed"
+    step("the wrong way: locked on one pooled connection, unlocked on another: False, still held"
+         " (until the pool is closed)", wrong_way)
 
     step("nothing left held", lambda: watch.execute(
         "SELECT count(*) FROM dlock_locks WHERE name = ANY(%s)", (names,)).fetchone()[0] == 0 or "held")

@@ -11,10 +11,8 @@ require "digest"
 require "pg"              # ruby-pg
 require "connection_pool" # the connection_pool gem, for Dlock.with_lock
 
-# dlock with ruby-pg's defaults: every result is a String ("t"/"f", "10000000000042",
-# "2030-01-01 12:00:00.5+00"), and "f" is truthy in Ruby, so each method converts its
-# result. Durations are seconds (Integer or Float, as for sleep), sent as whole
-# milliseconds through the *_ms arguments (a Float there fails: 22P02 for bigint).
+# Each method converts ruby-pg's String results. Durations are seconds (Integer or
+# Float, as for sleep), sent as whole milliseconds through the *_ms arguments.
 module Dlock
   module_function
 
@@ -25,24 +23,25 @@ module Dlock
   end
 
   # Session lock; never waits. true if taken now. lease: seconds, or nil for none.
-  # (!!shared: nil would be sent as NULL and fail with 22004.)
   def try_lock(conn, name, shared: false, lease: nil)
     bool conn.exec_params("SELECT dlock_try($1, shared => $2, lease_ms => $3)",
                           [name, !!shared, ms(lease)])
   end
 
-  # Session lock; waits up to timeout seconds (nil: without limit), false at the deadline.
+  # Session lock; waits up to timeout seconds (nil: without limit; 0: not at all),
+  # false at the deadline.
   def lock(conn, name, timeout, shared: false, lease: nil)
     bool conn.exec_params("SELECT dlock_lock($1, timeout_ms => $2, shared => $3, lease_ms => $4)",
                           [name, ms(timeout), !!shared, ms(lease)])
   end
 
-  # false (and a WARNING, which libpq prints on stderr) if this session does not hold it.
+  # false (and a WARNING) if this session does not hold it.
   def unlock(conn, name, shared: false)
     bool conn.exec_params("SELECT dlock_unlock($1, shared => $2)", [name, !!shared])
   end
 
-  # Detached lock: its fencing token (an Integer), or nil if not acquired within timeout seconds.
+  # Detached lock: its fencing token (an Integer), or nil if not acquired. timeout:
+  # seconds to wait; 0 or nil tries once (unlike lock, where nil waits without limit).
   def acquire(conn, name, lease, timeout = 0)
     token = value conn.exec_params("SELECT dlock_acquire($1, lease_ms => $2, timeout_ms => $3)",
                                    [name, ms(lease), ms(timeout)])
@@ -62,7 +61,8 @@ module Dlock
   end
 
   # Transaction lock inside conn.transaction: yields conn with the lock held and
-  # commits; rolls back and returns false if the lock is not granted within timeout.
+  # commits; rolls back and returns false if the lock is not granted within timeout
+  # (nil: without limit).
   def in_transaction_lock(conn, name, timeout)
     conn.transaction do
       locked = bool conn.exec_params("SELECT dlock_lock_xact($1, timeout_ms => $2)",
@@ -75,19 +75,19 @@ module Dlock
     false
   end
 
-  # With a pool: lock, work and unlock on ONE checked-out connection. A session lock
-  # taken on one pooled connection and unlocked on another stays held (and the next
-  # user of that connection inherits it); otherwise use in_transaction_lock, or a
-  # detached lock (acquire/release), whose token can be released from any connection.
+  # With a pool: lock, work and unlock on ONE checked-out connection. The block's own
+  # exception is the one raised; errors of the clean-up are dropped.
   def with_lock(pool, name, timeout)
     pool.with do |conn|
       next false unless lock(conn, name, timeout)
       begin
         yield conn
       ensure
-        # a transaction the work left open (or aborted) would make the unlock fail
-        conn.exec("ROLLBACK") unless conn.transaction_status == PG::PQTRANS_IDLE
-        unlock(conn, name)
+        # an open or failed transaction would make the unlock fail
+        quietly { conn.exec("ROLLBACK") } unless conn.transaction_status == PG::PQTRANS_IDLE
+        # not unlocked: connection_pool cannot drop a connection; reset makes a new server
+        # session, and the old one ends with its locks
+        quietly { conn.reset } unless quietly { unlock(conn, name) }
       end
       true
     end
@@ -98,10 +98,20 @@ module Dlock
 
   def bool(result) = result.getvalue(0, 0) == "t"
   def value(result) = result.getvalue(0, 0)
-  def ms(seconds) = seconds && (seconds * 1000).round
-  private_class_method :bool, :value, :ms
+  # rounded up, as dlock rounds an interval (a positive duration never becomes 0, "do
+  # not wait"); rationalize reads the Float 1.1 as 11/10, so 1.1 s is 1100 ms, not 1101
+  def ms(seconds) = seconds && (seconds.rationalize * 1000).ceil
+
+  def quietly
+    yield
+  rescue PG::Error
+    nil
+  end
+  private_class_method :bool, :value, :ms, :quietly
 end
 # README end
+
+require "tempfile"
 
 # ---------------------------------------------------------------------------
 # Test harness
@@ -149,6 +159,13 @@ def granted_count(conn, name)
   Integer(one(conn, "SELECT count(*) FROM dlock_locks WHERE name = $1 AND granted", [name]))
 end
 
+# granted_count once a closed session has ended (its backend exits just after the close)
+def granted_count_after_close(conn, name)
+  deadline = now + 5
+  sleep 0.01 while granted_count(conn, name).positive? && now < deadline
+  granted_count(conn, name)
+end
+
 N_CONT = "c-#{LANG_NAME}"
 N_LEASE = "lease-#{LANG_NAME}"
 N_SHARED = "s-#{LANG_NAME}"
@@ -156,7 +173,28 @@ N_DET = "d-#{LANG_NAME}"
 N_XACT = "x-#{LANG_NAME}"
 N_POOL = "p-#{LANG_NAME}"
 N_POOL_DET = "pd-#{LANG_NAME}"
-ALL_NAMES = [N_CONT, N_LEASE, N_SHARED, N_DET, N_XACT, N_POOL, N_POOL_DET].freeze
+N_FAIL = "f-#{LANG_NAME}"
+N_WRONG = "w-#{LANG_NAME}"
+N_MISC = "m-#{LANG_NAME}"
+ALL_NAMES = [N_CONT, N_LEASE, N_SHARED, N_DET, N_XACT, N_POOL, N_POOL_DET, N_FAIL, N_WRONG,
+             N_MISC].freeze
+
+WorkError = Class.new(StandardError)
+
+# What the code writes on file descriptor 2 (where libpq's default notice processor writes).
+def captured_stderr
+  Tempfile.create("dlock-ruby-stderr") do |tmp|
+    saved = $stderr.dup
+    begin
+      $stderr.reopen(tmp)
+      yield
+    ensure
+      $stderr.reopen(saved)
+      saved.close
+    end
+    File.read(tmp.path)
+  end
+end
 
 conns = []
 begin
@@ -179,6 +217,53 @@ begin
     expect(p, "README example", Dlock.key("nightly-report"), -8663603374018903193)
   end
 
+  check("ruby-pg's defaults: boolean as \"t\"/\"f\", bigint as a String, NULL as nil") do |p|
+    expect(p, "row", a.exec("SELECT true, false, 10000000000042::bigint, NULL::bigint").values,
+           [["t", "f", "10000000000042", nil]])
+  end
+
+  check("arguments: a Float for lease_ms is 22P02, nil for shared is 22004, false works") do |p|
+    sql = "SELECT dlock_try($1, shared => $2, lease_ms => $3)"
+    [[[N_MISC, false, 1500.0], "22P02"], [[N_MISC, nil, nil], "22004"]].each do |params, state|
+      a.exec_params(sql, params)
+      p << "#{params.inspect} was accepted"
+    rescue PG::Error => e
+      expect(p, params.inspect, e.result.error_field(PG::PG_DIAG_SQLSTATE), state)
+    end
+    expect(p, "shared => false (sent as \"false\")", one(a, sql, [N_MISC, false, nil]), "t")
+    expect(p, "unlock", Dlock.unlock(a, N_MISC), true)
+  end
+
+  check("interval arguments: an Integer means seconds (200 is 00:03:20), a String works") do |p|
+    expect(p, "$1::interval with 200", one(a, "SELECT $1::interval", [200]), "00:03:20")
+    expect(p, "lease => \"30 s\"", one(a, "SELECT dlock_try($1, lease => $2)", [N_MISC, "30 s"]), "t")
+    expect(p, "unlock", Dlock.unlock(a, N_MISC), true)
+  end
+
+  check("durations round up to whole milliseconds (1 us is 1 ms, 2.007 s is 2007 ms)") do |p|
+    { nil => nil, 0 => 0, 0.000001 => 1, 1e-10 => 1, 0.2 => 200, 1.1 => 1100, 2.007 => 2007, 1.0005 => 1001,
+      30 => 30_000, Rational(1, 3) => 334 }.each do |seconds, want|
+      expect(p, "ms(#{seconds.inspect})", Dlock.send(:ms, seconds), want)
+    end
+  end
+
+  check("WARNINGs: libpq prints them on stderr by default, set_notice_receiver takes them") do |p|
+    plain = PG.connect(host: a.host, port: a.port, user: a.user, dbname: a.db)
+    begin
+      got = nil
+      text = captured_stderr { got = Dlock.unlock(plain, N_MISC) }
+      expect(p, "unlock of a lock not held", got, false)
+      p << "stderr had #{text.inspect}" unless text.include?("WARNING:  you don't own a lock")
+      notices = []
+      plain.set_notice_receiver { |r| notices << r.error_message }
+      text = captured_stderr { Dlock.unlock(plain, N_MISC) }
+      p << "stderr had #{text.inspect} with a notice receiver" unless text.empty?
+      p << "the receiver got #{notices.inspect}" unless notices.size == 1 && notices[0].include?("don't own")
+    ensure
+      plain.close
+    end
+  end
+
   check("contention: try_lock, lock with timeout, unlock between two connections") do |p|
     expect(p, "try_lock(A)", Dlock.try_lock(a, N_CONT, shared: false, lease: 30), true)
     expect(p, "try_lock(B)", Dlock.try_lock(b, N_CONT, shared: false, lease: 30), false)
@@ -189,6 +274,18 @@ begin
     p << "lock(B, 200 ms) returned after #{(waited * 1000).round} ms" if waited < 0.15
     expect(p, "unlock(A)", Dlock.unlock(a, N_CONT), true)
     expect(p, "lock(B, 5 s)", Dlock.lock(b, N_CONT, 5), true)
+    expect(p, "unlock(B)", Dlock.unlock(b, N_CONT), true)
+  end
+
+  check("lock with timeout nil waits without limit (until A unlocks 0.4 s later)") do |p|
+    expect(p, "try_lock(A)", Dlock.try_lock(a, N_CONT), true)
+    t0 = now
+    unlocker = Thread.new { sleep 0.4; Dlock.unlock(a, N_CONT) }
+    got = Dlock.lock(b, N_CONT, nil)
+    waited = now - t0
+    expect(p, "lock(B, nil)", got, true)
+    expect(p, "unlock(A) meanwhile", unlocker.value, true)
+    p << "lock(B, nil) returned after #{(waited * 1000).round} ms" if waited < 0.3
     expect(p, "unlock(B)", Dlock.unlock(b, N_CONT), true)
   end
 
@@ -216,6 +313,9 @@ begin
            one(a, "SELECT token::text FROM dlock_locks WHERE name = $1 AND granted", [N_DET]),
            token.to_s)
     expect(p, "acquire(B, no wait)", Dlock.acquire(b, N_DET, 1, 0), nil)
+    t0 = now
+    expect(p, "acquire(B, timeout nil)", Dlock.acquire(b, N_DET, 1, nil), nil)
+    p << "acquire(B, timeout nil) took #{((now - t0) * 1000).round} ms" if now - t0 > 0.1
     t0 = now
     again = Dlock.acquire(b, N_DET, 1, 0.3)
     waited = now - t0
@@ -272,6 +372,76 @@ begin
     ensure
       pool.shutdown(&:close)
     end
+  end
+
+  check("with_lock when the block raises, leaves a failed transaction, or breaks the unlock: " \
+        "its own error, nothing held after, a reset when the unlock failed") do |p|
+    pool = ConnectionPool.new(size: 1, timeout: 5) { connect }
+    begin
+      pid = pool.with(&:backend_pid)
+      works = {
+        "raises" => [WorkError, ->(_conn) { raise WorkError, "work failed" }],
+        "leaves a failed transaction" => [nil, lambda do |conn|
+          conn.exec("BEGIN")
+          begin
+            conn.exec("SELECT 1/0")
+          rescue PG::DivisionByZero
+            nil
+          end
+        end],
+        "fails in a transaction" => [PG::DivisionByZero, lambda do |conn|
+          conn.exec("BEGIN")
+          conn.exec("SELECT 1/0")
+        end],
+        "leaves a transaction open and raises" => [WorkError, lambda do |conn|
+          conn.exec("BEGIN")
+          raise WorkError, "work failed"
+        end],
+      }
+      works.each do |what, (error, work)|
+        got = Dlock.with_lock(pool, N_FAIL, 1, &work)
+        p << "#{what}: returned #{got.inspect}" unless error.nil? && got == true
+      rescue StandardError => e
+        p << "#{what}: raised #{e.class}: #{e.message.strip}" unless e.instance_of?(error)
+      ensure
+        expect(p, "#{what}: held after", granted_count(c, N_FAIL), 0)
+        expect(p, "#{what}: the same connection", pool.with(&:backend_pid), pid)
+        expect(p, "#{what}: idle", pool.with(&:transaction_status), PG::PQTRANS_IDLE)
+      end
+      begin
+        Dlock.with_lock(pool, N_FAIL, 1) do |conn|
+          conn.exec("SET search_path TO nowhere") # dlock_unlock: 42883
+          raise WorkError, "work failed"
+        end
+        p << "breaks the unlock: no error"
+      rescue StandardError => e
+        p << "breaks the unlock: raised #{e.class}: #{e.message.strip}" unless e.instance_of?(WorkError)
+      end
+      expect(p, "breaks the unlock: held after", granted_count_after_close(c, N_FAIL), 0)
+      p << "breaks the unlock: the connection was not reset" if pool.with(&:backend_pid) == pid
+      expect(p, "after the reset", Dlock.with_lock(pool, N_FAIL, 1) { nil }, true)
+    ensure
+      pool.shutdown(&:close)
+    end
+  end
+
+  check("the wrong way: a lock taken on one pooled connection and unlocked on another " \
+        "returns false and stays held") do |p|
+    pool = ConnectionPool.new(size: 2, timeout: 5) { connect }
+    begin
+      pool.with do |first|
+        expect(p, "try_lock(first)", Dlock.try_lock(first, N_WRONG), true)
+        other_pid, unlocked = Thread.new do
+          pool.with { |second| [second.backend_pid, Dlock.unlock(second, N_WRONG)] }
+        end.value
+        p << "unlock used the same connection" if other_pid == first.backend_pid
+        expect(p, "unlock(second)", unlocked, false)
+      end
+      expect(p, "held after", granted_count(c, N_WRONG), 1)
+    ensure
+      pool.shutdown(&:close)
+    end
+    expect(p, "held after the pool's shutdown", granted_count_after_close(c, N_WRONG), 0)
   end
 
   check("nothing left in dlock_locks") do |p|

@@ -1,6 +1,12 @@
 -- dlock 1.4 -> 1.5
 \echo Use "ALTER EXTENSION dlock UPDATE TO '1.5'" to load this file. \quit
 
+-- 1.5: info, the holder's word: a short text (at most 255 bytes in UTF-8)
+-- given with any acquisition (info => ...), changed by dlock_renew and
+-- dlock_extend, and shown in the new last column of dlock_locks, for
+-- leader election (README.md "Leader election") and "who has it, and how
+-- do I reach it".
+--
 -- 1.5: every duration can also be given in milliseconds, as a bigint named
 -- timeout_ms or lease_ms, for drivers that cannot send an interval (pgjdbc
 -- sends a Java String as varchar, which does not cast to interval
@@ -26,7 +32,7 @@
 
 ALTER FUNCTION dlock_try(dlock_name, boolean, interval) RENAME TO dlock_try_1_4;
 CREATE FUNCTION dlock_try(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                          lease_ms bigint DEFAULT NULL)
+                          lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -34,14 +40,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 ALTER FUNCTION dlock_lock(dlock_name, interval, boolean, interval) RENAME TO dlock_lock_1_4;
 CREATE FUNCTION dlock_lock(name dlock_name, timeout interval DEFAULT NULL,
                            shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                           timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL)
+                           timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                           info text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 ALTER FUNCTION dlock_try_xact(dlock_name, boolean, interval) RENAME TO dlock_try_xact_1_4;
 CREATE FUNCTION dlock_try_xact(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                               lease_ms bigint DEFAULT NULL)
+                               lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -49,13 +56,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 ALTER FUNCTION dlock_lock_xact(dlock_name, interval, boolean, interval) RENAME TO dlock_lock_xact_1_4;
 CREATE FUNCTION dlock_lock_xact(name dlock_name, timeout interval DEFAULT NULL,
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                                timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL)
+                                timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                                info text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 ALTER FUNCTION dlock_renew(text, interval) RENAME TO dlock_renew_1_4;
-CREATE FUNCTION dlock_renew(name text, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL)
+CREATE FUNCTION dlock_renew(name text, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                            info text DEFAULT NULL)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'dlock_renew_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -66,23 +75,49 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 ALTER FUNCTION dlock_acquire(dlock_name, interval, interval, boolean) RENAME TO dlock_acquire_1_4;
 CREATE FUNCTION dlock_acquire(name dlock_name, lease interval DEFAULT NULL, timeout interval DEFAULT '0',
                               shared boolean DEFAULT false,
-                              lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL)
+                              lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
+                              info text DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_acquire_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 ALTER FUNCTION dlock_extend(text, bigint, interval) RENAME TO dlock_extend_1_4;
-CREATE FUNCTION dlock_extend(name text, token bigint, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL)
+CREATE FUNCTION dlock_extend(name text, token bigint, lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                             info text DEFAULT NULL)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'dlock_extend_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint) IS
+COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text) IS
 'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given)';
-COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint) IS
-'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds); returns when it ends';
+COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint, text) IS
+'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds), and new info if given; returns when it ends';
 
--- What a DBA changed on the 1.4 functions goes to their 1.5 successors, as
+-- dlock_locks gains its last column, info.  Its function gets a new
+-- signature the same way (renamed, created, the view replaced in place so
+-- that views of yours over dlock_locks stay, the old one dropped).
+ALTER FUNCTION dlock_locks() RENAME TO dlock_locks_1_4;
+CREATE FUNCTION dlock_locks(
+    OUT database text, OUT name text, OUT key bigint, OUT mode text, OUT scope text,
+    OUT granted boolean, OUT pid integer, OUT username text, OUT application_name text,
+    OUT client_addr inet, OUT since timestamptz, OUT lease_expires timestamptz,
+    OUT token bigint, OUT wait_time interval, OUT hold_time interval, OUT info text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dlock_locks_1_5'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE OR REPLACE VIEW dlock_locks AS
+SELECT database::name COLLATE "C" AS database, name, key, mode, scope, granted, pid,
+       username::name COLLATE "C" AS username, application_name, client_addr, since, lease_expires,
+       token, wait_time,
+       CASE WHEN NOT granted THEN pg_catalog.pg_blocking_pids(pid) END AS blocked_by,
+       hold_time, info
+  FROM dlock_locks();
+
+COMMENT ON VIEW dlock_locks IS
+'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time and info';
+
+-- What a DBA changed on the 1.4 functions (these eight) goes to their 1.5 successors, as
 -- an ALTER would have kept it: the owner, the privileges (GRANT, REVOKE) and
 -- the settings (ALTER FUNCTION ... SET).  The extension's own initial
 -- privileges stay as a fresh install has them (none recorded for these), so
@@ -99,7 +134,7 @@ BEGIN
       JOIN pg_proc n ON n.proname = left(o.proname, -4) AND n.pronamespace = o.pronamespace
      WHERE o.pronamespace = '@extschema@'::regnamespace
        AND o.proname IN ('dlock_try_1_4', 'dlock_lock_1_4', 'dlock_try_xact_1_4', 'dlock_lock_xact_1_4',
-                         'dlock_renew_1_4', 'dlock_acquire_1_4', 'dlock_extend_1_4')
+                         'dlock_renew_1_4', 'dlock_acquire_1_4', 'dlock_extend_1_4', 'dlock_locks_1_4')
        AND n.prosrc = o.prosrc || '_1_5'
   LOOP
     IF f.proowner <> (SELECT proowner FROM pg_proc WHERE oid = f.new_fn) THEN
@@ -132,3 +167,5 @@ DROP FUNCTION dlock_lock_xact_1_4(dlock_name, interval, boolean, interval);
 DROP FUNCTION dlock_renew_1_4(text, interval);
 DROP FUNCTION dlock_acquire_1_4(dlock_name, interval, interval, boolean);
 DROP FUNCTION dlock_extend_1_4(text, bigint, interval);
+DROP FUNCTION dlock_locks_1_4();
+

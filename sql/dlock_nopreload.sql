@@ -21,8 +21,10 @@ SELECT dlock_try('unnamed');
 SELECT name, key = dlock_key('unnamed') AS key_ok, mode, scope, granted FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT count(*) FROM dlock_names();
 
--- leases and tokens need the library preloaded
+-- leases, tokens and info need the library preloaded
 SELECT dlock_try('leased', lease => '1 minute');
+SELECT dlock_lock('with-info', info => 'node-a:5432');
+SELECT dlock_renew('unnamed', info => 'node-a:5432');
 SELECT dlock_lock_xact('leased', '1s', false, '1 minute');
 SELECT dlock_renew('unnamed', '1 minute');
 SELECT dlock_token('unnamed');

@@ -116,10 +116,10 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew') ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4';
 SELECT prosrc, count(*) FROM pg_proc WHERE prosrc LIKE 'dlock%1_5' GROUP BY 1 ORDER BY 1;
-GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint) TO PUBLIC;
-REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint)
+GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text) TO PUBLIC;
+REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text)
   FROM regress_dlock_worker CASCADE;
-ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint) RESET ALL;
+ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text) RESET ALL;
 DROP ROLE regress_dlock_worker;
 SELECT my_job(), dlock_try('old-forms', lease_ms => 60000),
        dlock_extend('old-detached', :old_detached, lease_ms => 60000) > now() AS extended_ms;

@@ -105,7 +105,7 @@ detached_timed_out(const DlockHold *h, TimestampTz start)
 	dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 }
 
-/* dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms) -> token, or NULL */
+/* dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info) -> token, or NULL */
 Datum
 dlock_acquire(PG_FUNCTION_ARGS)
 {
@@ -121,6 +121,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	int64		token;
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
+	DlockInfo	info;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = dlock_lease_arg(fcinfo, 1, 4);
@@ -139,6 +140,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	if (PG_NARGS() > 2)
 		timeout_us = dlock_timeout_arg(fcinfo, 2, 5, 0);
 	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
+	dlock_info_arg(fcinfo, 6, &info);
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -157,6 +159,8 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	h->mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	h->namelen = name.len;
 	memcpy(h->name, name.utf8, name.len);
+	h->infolen = info.len;
+	memcpy(h->info, info.utf8, info.len);
 	h->dbid = MyDatabaseId;
 	h->key = name.key;
 	h->role = GetUserId();
@@ -235,7 +239,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
  */
 static bool
 ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
-		   int64 lease_us)
+		   int64 lease_us, const DlockInfo *info)
 {
 	DlockRequest *r;
 	int			pid = 0;
@@ -251,6 +255,13 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 	r->hold.key = name->key;
 	r->hold.token = token;
 	r->hold.role = GetUserId();
+	/* EXTEND: the new info, if given */
+	r->set_info = info != NULL && info->given;
+	if (r->set_info)
+	{
+		r->hold.infolen = info->len;
+		memcpy(r->hold.info, info->utf8, info->len);
+	}
 	r->superuser = superuser();
 	r->holder_role[0] = '\0';
 	r->expires = 0;
@@ -302,7 +313,7 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
 				 errhint("Pass the token dlock_acquire returned.")));
 }
 
-/* dlock_extend(name, token, lease, lease_ms) -> the new expiry */
+/* dlock_extend(name, token, lease, lease_ms, info) -> the new expiry */
 Datum
 dlock_extend(PG_FUNCTION_ARGS)
 {
@@ -311,11 +322,13 @@ dlock_extend(PG_FUNCTION_ARGS)
 	int64		lease_us;
 	DlockRequest *r;
 	TimestampTz expired;
+	DlockInfo	info;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	check_token_arg(fcinfo, 1);
 	token = PG_GETARG_INT64(1);
 	lease_us = dlock_lease_arg(fcinfo, 2, 3);
+	dlock_info_arg(fcinfo, 4, &info);
 	if (lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -329,7 +342,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Extend it again before it runs out.")));
 	dlock_backend_init();
-	(void) ask_holder(&r, &name, token, DLOCK_OP_EXTEND, lease_us);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_EXTEND, lease_us, &info);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
@@ -380,7 +393,7 @@ dlock_release(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(1);
 	dlock_require_preload("Detached locks are held by a background worker.");
 	dlock_backend_init();
-	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0, NULL);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:

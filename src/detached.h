@@ -31,6 +31,7 @@ typedef struct DlockHold
 	uint8		state;			/* DLOCK_HOLD_* */
 	uint8		mode;			/* DlockMode */
 	uint16		namelen;
+	uint16		infolen;		/* 0: no info */
 	bool		counted;		/* its acquisition was counted in dlock_stats,
 								 * so its end and lease expiry are too */
 	Oid			dbid;
@@ -42,6 +43,8 @@ typedef struct DlockHold
 	TimestampTz since;			/* granted at, or waiting since */
 	TimestampTz lease_expires;
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
+	char		info[DLOCK_INFO_MAX];	/* the holder's word, UTF-8, not
+										 * terminated */
 	char		rolname[NAMEDATALEN];
 	char		appname[NAMEDATALEN];
 	char		client[DLOCK_CLIENT_MAX];	/* "" for a Unix socket */

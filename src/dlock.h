@@ -80,6 +80,9 @@
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255
 
+/* Longest info (the holder's word, since 1.5), in bytes of its UTF-8 form. */
+#define DLOCK_INFO_MAX 255
+
 typedef enum DlockMode
 {
 	DLOCK_EXCLUSIVE = 0,

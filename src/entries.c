@@ -206,23 +206,67 @@ check_held_limit(const DlockName *name)
 }
 
 /*
+ * A lease or info (need: DLOCK_NEED_*) that only a slot entry can keep, for
+ * a lock held beyond the slot (beyond) or with the slot full.
+ */
+void
+dlock_entry_refuse_shared(const DlockName *name, int need, bool beyond)
+{
+	if (need == DLOCK_NEED_LEASE && beyond)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
+				 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
+						   dlock_my_cap),
+				 errhint("Release it and take it again once fewer named locks are held, or raise dlock.max_locks_per_session.")));
+	if (need == DLOCK_NEED_LEASE)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
+				 errdetail("This session already holds %d named locks, the most that dlock.max_locks_per_session allows leases for.",
+						   dlock_my_cap),
+				 errhint("Release some named locks, or raise dlock.max_locks_per_session.")));
+	if (beyond)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("cannot give lock \"%s\" info", dlock_display_name(name)),
+				 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where info cannot be kept.",
+						   dlock_my_cap),
+				 errhint("Release it and take it again once fewer named locks are held, or raise dlock.max_locks_per_session.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("cannot give lock \"%s\" info", dlock_display_name(name)),
+			 errdetail("This session already holds %d named locks, the most that dlock.max_locks_per_session allows info for.",
+					   dlock_my_cap),
+			 errhint("Release some named locks, or raise dlock.max_locks_per_session.")));
+}
+
+/*
+ * The info argument of a lock of this session's (the holder's word): as
+ * dlock_info_arg, and refused without shared memory to keep it in.
+ */
+void
+dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
+{
+	dlock_info_arg(fcinfo, argno, info);
+	if (info->given)
+		dlock_require_preload("The info of a lock is kept in shared memory, with its name.");
+}
+
+/*
  * The entry to use for (key, mode): the existing one, or a free one (not yet
  * marked in use).  Allocation happens here, before any lock is taken.
+ * need: DLOCK_NEED_* (a lease or info needs a slot entry).
  */
 int
-dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
+dlock_entry_for(const DlockName *name, uint8 mode, int need)
 {
 	int			ref = dlock_index_find(name->key, mode);
 
 	if (ref >= 0)
 	{
-		if (need_shared && ref >= dlock_my_cap)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
-					 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
-							   dlock_my_cap),
-					 errhint("Release it and take it again once fewer named locks are held, or raise dlock.max_locks_per_session.")));
+		if (need != DLOCK_NEED_NONE && ref >= dlock_my_cap)
+			dlock_entry_refuse_shared(name, need, true);
 		return ref;
 	}
 	check_held_limit(name);
@@ -234,7 +278,7 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 
 	/* full: drop holds released behind dlock's back, then look again */
 	if (dlock_my_cap > 0 &&
-		(need_shared || sweep_credit >= sweep_cost ||
+		(need != DLOCK_NEED_NONE || sweep_credit >= sweep_cost ||
 		 n_overflow - n_free_overflow < dlock_my_cap))
 	{
 		sweep_credit = 0;
@@ -242,13 +286,8 @@ dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared)
 			return ref;
 		sweep_cost = Min(sweep_cost * 2, SWEEP_COST_MAX * dlock_my_cap);
 	}
-	if (need_shared)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
-				 errdetail("This session already holds %d named locks, the most that dlock.max_locks_per_session allows leases for.",
-						   dlock_my_cap),
-				 errhint("Release some named locks, or raise dlock.max_locks_per_session.")));
+	if (need != DLOCK_NEED_NONE)
+		dlock_entry_refuse_shared(name, need, false);
 	if (n_free_overflow > 0)
 		return free_overflow[n_free_overflow - 1];
 	if (n_overflow == max_overflow)
@@ -313,6 +352,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode)
 	e->mode = mode;
 	e->namelen = name->len;
 	memcpy(e->name, name->utf8, name->len);
+	e->infolen = 0;
 	e->nsession = 0;
 	e->nxact = 0;
 	e->waiting = DLOCK_WAIT_NONE;

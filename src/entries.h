@@ -78,9 +78,30 @@ dlock_change_end(int ref)
 		dlock_count_end(&dlock_my_slot->changecount);
 }
 
+/* what only an entry in the shared slot can keep (dlock_entry_for) */
+#define DLOCK_NEED_NONE		0
+#define DLOCK_NEED_LEASE	1
+#define DLOCK_NEED_INFO		2
+
+/*
+ * Set an entry's info, inside its change window; not given: unchanged, ''
+ * clears it.  (No allocation: the bytes go into the slot.)
+ */
+static inline void
+dlock_entry_set_info(DlockEntry *e, const DlockInfo *info)
+{
+	if (info->given)
+	{
+		memcpy(e->info, info->utf8, info->len);
+		e->infolen = info->len;
+	}
+}
+
 /* finding, starting and freeing entries */
 extern int	dlock_entry_find(int64 key, uint8 mode);
-extern int	dlock_entry_for(const DlockName *name, uint8 mode, bool need_shared);
+extern int	dlock_entry_for(const DlockName *name, uint8 mode, int need);
+extern void dlock_entry_refuse_shared(const DlockName *name, int need, bool beyond);
+extern void dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
 extern int	dlock_entry_nrefs(void);
 extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
 extern void dlock_entry_free_if_unused(int ref);

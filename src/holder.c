@@ -419,6 +419,7 @@ holder_acquire(DlockRequest *r)
 	dlock_hold_begin(h);
 	h->mode = req->mode;
 	h->namelen = req->namelen;
+	h->infolen = req->infolen;
 	h->counted = req->counted;
 	h->dbid = req->dbid;
 	h->role = req->role;
@@ -428,6 +429,7 @@ holder_acquire(DlockRequest *r)
 	h->since = GetCurrentTimestamp();
 	h->lease_expires = h->since + r->lease_us;
 	memcpy(h->name, req->name, req->namelen);
+	memcpy(h->info, req->info, req->infolen);
 	memcpy(h->rolname, req->rolname, NAMEDATALEN);
 	memcpy(h->appname, req->appname, NAMEDATALEN);
 	memcpy(h->client, req->client, DLOCK_CLIENT_MAX);

@@ -329,14 +329,22 @@ take_markers(const DlockName *name, const int *refs, int n, bool *took)
 	PG_END_TRY();
 }
 
-/* dlock_renew(name, lease, lease_ms): push the lease of this session's hold out */
+/*
+ * dlock_renew(name, lease, lease_ms, info): push the lease of this session's
+ * hold out (NULL: by the length it had), and set its info if given.  A hold
+ * without a lease and no lease given: only the info, if given (the result
+ * is then NULL), else an error.
+ */
 Datum
 dlock_renew(PG_FUNCTION_ARGS)
 {
 	DlockName	name;
 	int64		lease_us;
+	DlockInfo	info;
 	int			refs[2];
+	int			lease_refs[2] = {0, 0};
 	int			n;
+	int			nlease = 0;
 	int			i;
 	TimestampTz now;
 	TimestampTz expires = 0;
@@ -346,6 +354,7 @@ dlock_renew(PG_FUNCTION_ARGS)
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = dlock_lease_arg(fcinfo, 1, 2);
+	dlock_entry_info_arg(fcinfo, 3, &info);
 	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
 	dlock_backend_init();
 
@@ -359,33 +368,33 @@ dlock_renew(PG_FUNCTION_ARGS)
 
 		if (e->lease_expires != 0 && e->lease_expires <= now)
 			dlock_lease_expired(dlock_display_name(&name), e->lease_expires);
-		if (lease_us < 0 && e->lease_us == 0)
+		if (lease_us < 0 && e->lease_us == 0 && !info.given)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("lock \"%s\" has no lease to renew", dlock_display_name(&name)),
 					 errhint("Pass a lease, as in dlock_renew('%s', '30s').", dlock_display_name(&name))));
 		if (refs[i] >= dlock_my_cap)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(&name)),
-					 errdetail("The lock is held beyond dlock.max_locks_per_session (%d), where leases cannot be kept.",
-							   dlock_my_cap)));
+			dlock_entry_refuse_shared(&name, lease_us >= 0 || e->lease_us != 0 ?
+									  DLOCK_NEED_LEASE : DLOCK_NEED_INFO, true);
+		/* the holds that get a lease: every one if one is given */
+		if (lease_us >= 0 || e->lease_us != 0)
+			lease_refs[nlease++] = refs[i];
 	}
 	/* a session hold's lease marker (dlock.h), before any lease is shown */
-	take_markers(&name, refs, n, took);
-	for (i = 0; i < n; i++)
+	take_markers(&name, lease_refs, nlease, took);
+	for (i = 0; i < nlease; i++)
 	{
-		DlockEntry *e = dlock_entry_at(refs[i]);
+		DlockEntry *e = dlock_entry_at(lease_refs[i]);
 		int64		len = lease_us >= 0 ? lease_us : e->lease_us;
 
 		old_expires[i] = e->lease_expires;
 		old_us[i] = e->lease_us;
 		expires = dlock_lease_end(now, len);
 		dlock_lease_note(expires);
-		dlock_change_begin(refs[i]);
+		dlock_change_begin(lease_refs[i]);
 		e->lease_us = len;
 		e->lease_expires = expires;
-		dlock_change_end(refs[i]);
+		dlock_change_end(lease_refs[i]);
 	}
 
 	/*
@@ -394,17 +403,17 @@ dlock_renew(PG_FUNCTION_ARGS)
 	 * so that the caller is never told yes while being taken away.
 	 */
 	now = GetCurrentTimestamp();
-	for (i = 0; i < n; i++)
+	for (i = 0; i < nlease; i++)
 		if (old_expires[i] != 0 && old_expires[i] <= now)
 		{
-			for (int j = 0; j < n; j++)
+			for (int j = 0; j < nlease; j++)
 			{
-				DlockEntry *e = dlock_entry_at(refs[j]);
+				DlockEntry *e = dlock_entry_at(lease_refs[j]);
 
-				dlock_change_begin(refs[j]);
+				dlock_change_begin(lease_refs[j]);
 				e->lease_us = old_us[j];
 				e->lease_expires = old_expires[j];
-				dlock_change_end(refs[j]);
+				dlock_change_end(lease_refs[j]);
 				/* a hold that had no lease has no marker again */
 				if (took[j])
 					dlock_marker_drop(name.key, e->mode);
@@ -412,6 +421,15 @@ dlock_renew(PG_FUNCTION_ARGS)
 			dlock_lease_wake_reaper(old_expires[i]);
 			dlock_lease_expired(dlock_display_name(&name), old_expires[i]);
 		}
+	/* the info last: a call that fails changes nothing */
+	for (i = 0; info.given && i < n; i++)
+	{
+		dlock_change_begin(refs[i]);
+		dlock_entry_set_info(dlock_entry_at(refs[i]), &info);
+		dlock_change_end(refs[i]);
+	}
+	if (nlease == 0)
+		PG_RETURN_NULL();
 	dlock_lease_wake_reaper(expires);
 	PG_RETURN_TIMESTAMPTZ(expires);
 }

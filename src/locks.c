@@ -85,11 +85,12 @@ grant_starts_hold(int ref, bool fresh)
 
 /*
  * Record a grant; token: the new hold's (drawn by the caller when
- * grant_starts_hold).  Cannot fail.
+ * grant_starts_hold); info: the caller's, if it gave one (else a new hold
+ * has none, and a hold taken again keeps its own).  Cannot fail.
  */
 static void
 record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
-			 int64 token, int64 lease_us)
+			 int64 token, int64 lease_us, const DlockInfo *info)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 	TimestampTz expires = 0;
@@ -118,6 +119,7 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 		e->lease_us = lease_us;
 		e->lease_expires = expires;
 	}
+	dlock_entry_set_info(e, info);
 	dlock_change_end(ref);
 	if (expires != 0)
 		dlock_lease_note(expires);
@@ -125,14 +127,21 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 		dlock_lease_wake_reaper(expires);
 }
 
+/*
+ * Mark the entry waiting (what: DLOCK_WAIT_*) or not; a wait that starts it
+ * shows the caller's info (a candidate's word, while it waits in the queue).
+ */
 static void
-set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what)
+set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const DlockInfo *info)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 
 	dlock_change_begin(ref);
 	if (what != DLOCK_WAIT_NONE && !e->inuse)
+	{
 		dlock_entry_start(ref, name, mode);
+		dlock_entry_set_info(e, info);
+	}
 	e->waiting = what;
 	if (what == DLOCK_WAIT_NONE)
 		dlock_entry_free_if_unused(ref);
@@ -254,7 +263,8 @@ count_wait_end(const DlockName *name, uint8 mode, int event, TimestampTz start)
  */
 static LockAcquireResult
 wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us,
-			  int ref, const DlockName *name, uint8 mode, TimestampTz start)
+			  int ref, const DlockName *name, uint8 mode, TimestampTz start,
+			  const DlockInfo *info)
 {
 	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
 	int			saved_timeout = LockTimeout;
@@ -262,7 +272,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 	bool		stmt_armed = get_timeout_active(STATEMENT_TIMEOUT);
 	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
 
-	set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION);
+	set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION, info);
 	if (timeout_us >= 0)
 		watch_sigint();
 	PG_TRY();
@@ -290,7 +300,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 
 		unwatch_sigint();
 		LockTimeout = saved_timeout;
-		set_waiting(ref, name, mode, DLOCK_WAIT_NONE);
+		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 
@@ -390,7 +400,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 		LockRelease(tag, lockmode, !xact);
 		if (took_marker)
 			dlock_marker_drop(name->key, mode);
-		set_waiting(ref, name, mode, DLOCK_WAIT_NONE);
+		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -398,9 +408,9 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 }
 
 /*
- * All four acquire functions (the _ms arguments since 1.5):
- *   dlock_try[_xact](name, shared, lease, lease_ms)
- *   dlock_lock[_xact](name, timeout, shared, lease, timeout_ms, lease_ms)
+ * All four acquire functions (the _ms arguments and info since 1.5):
+ *   dlock_try[_xact](name, shared, lease, lease_ms, info)
+ *   dlock_lock[_xact](name, timeout, shared, lease, timeout_ms, lease_ms, info)
  */
 static bool
 acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
@@ -420,19 +430,22 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	bool		need_marker;
 	DlockEntry *e;
 	int64		token;
+	DlockInfo	info;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	if (can_wait)
 		timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
 	shared = dlock_bool_arg(fcinfo, arg++, "shared");
 	lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
+	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &info);
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
 
 	dlock_backend_init();
 	mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	lockmode = DlockLockMode(mode);
-	ref = dlock_entry_for(&name, mode, lease_us >= 0);
+	ref = dlock_entry_for(&name, mode, lease_us >= 0 ? DLOCK_NEED_LEASE :
+						  info.given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
 	if (xact)
 		dlock_xact_hold_reserve();
 	dlock_entry_drop_stale_session(ref);
@@ -457,7 +470,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start);
+		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, &info);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
 			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
@@ -478,7 +491,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, &name, mode, xact, start_hold, token, lease_us);
+	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, &info);
 	/* a new hold started at its grant: that is the time of this acquisition */
 	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,

@@ -102,6 +102,22 @@ dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode)
 						 DLOCK_SUBID_MARKER + mode);
 }
 
+/* Text in the server's encoding to UTF-8, in place if it is UTF-8 already. */
+static void
+to_utf8(const char **s, int *len)
+{
+	if (GetDatabaseEncoding() != PG_UTF8)
+	{
+		const char *u = pg_server_to_any(*s, *len, PG_UTF8);
+
+		if (u != *s)
+		{
+			*s = u;
+			*len = strlen(u);
+		}
+	}
+}
+
 /*
  * Check and convert the lock-name argument: not null, not empty, at most
  * DLOCK_NAME_MAX bytes once in UTF-8.  Fills in the bytes and the key.
@@ -135,16 +151,7 @@ dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 				 errmsg("lock name is too long"),
 				 errdetail("A lock name is at most %d bytes in UTF-8.",
 						   DLOCK_NAME_MAX)));
-	if (GetDatabaseEncoding() != PG_UTF8)
-	{
-		const char *u = pg_server_to_any(s, len, PG_UTF8);
-
-		if (u != s)
-		{
-			s = u;
-			len = strlen(u);
-		}
-	}
+	to_utf8(&s, &len);
 	if (len > DLOCK_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -244,6 +251,39 @@ dlock_lease_end(TimestampTz now, int64 lease_us)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease is out of range")));
 	return end;
+}
+
+/*
+ * The info argument (the holder's word, since 1.5): not given when NULL or
+ * when the function's SQL version does not have it; at most DLOCK_INFO_MAX
+ * bytes once in UTF-8, as names.  Keeping it needs shared memory, which the
+ * caller checks (a lower layer cannot).
+ */
+void
+dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
+{
+	text	   *t;
+	const char *s;
+	int			len;
+
+	info->given = false;
+	info->utf8 = NULL;
+	info->len = 0;
+	if (argno >= PG_NARGS() || PG_ARGISNULL(argno))
+		return;
+	t = PG_GETARG_TEXT_PP(argno);
+	s = VARDATA_ANY(t);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len <= 4 * DLOCK_INFO_MAX)
+		to_utf8(&s, &len);
+	if (len > DLOCK_INFO_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("info is too long"),
+				 errdetail("The info of a lock is at most %d bytes in UTF-8.", DLOCK_INFO_MAX)));
+	info->given = true;
+	info->utf8 = s;
+	info->len = len;
 }
 
 /* A boolean argument; false for an argument the call does not have */

@@ -22,6 +22,17 @@ typedef struct DlockName
 	int64		key;
 } DlockName;
 
+/*
+ * A checked info argument (the holder's word): given or not (NULL, or an
+ * argument the function's SQL version does not have); '' clears it.
+ */
+typedef struct DlockInfo
+{
+	bool		given;
+	const char *utf8;
+	int			len;
+} DlockInfo;
+
 /* names, keys and lock tags */
 extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
 extern char *dlock_display_name(const DlockName *name);
@@ -34,6 +45,7 @@ extern int64 dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno
 extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
 							   int64 zero_default_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern void dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 
 /* SQL values */

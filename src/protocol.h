@@ -91,6 +91,7 @@ typedef struct DlockRequest
 	int			op;				/* DLOCK_OP_* */
 	int			caller_procno;
 	bool		superuser;		/* the caller may act for any role */
+	bool		set_info;		/* EXTEND: set hold.info (infolen bytes) */
 	int64		lease_us;		/* ACQUIRE, EXTEND */
 	DlockHold	hold;			/* ACQUIRE: all of it; else dbid, key, token,
 								 * role */

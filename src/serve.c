@@ -136,15 +136,29 @@ bool
 dlock_serve_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
 {
 	TimestampTz old = h->lease_expires;
+	uint16		old_infolen = h->infolen;
+	char		old_info[DLOCK_INFO_MAX];
 
+	if (r->set_info)
+		memcpy(old_info, h->info, old_infolen);
 	dlock_hold_begin(h);
 	h->lease_expires = now + r->lease_us;
+	if (r->set_info)
+	{
+		memcpy(h->info, r->hold.info, r->hold.infolen);
+		h->infolen = r->hold.infolen;
+	}
 	dlock_hold_end(h);
 	r->expires = h->lease_expires;
 	if (dlock_serve_reply(r, DLOCK_RES_OK))
 		return true;
 	dlock_hold_begin(h);
 	h->lease_expires = old;
+	if (r->set_info)
+	{
+		memcpy(h->info, old_info, old_infolen);
+		h->infolen = old_infolen;
+	}
 	dlock_hold_end(h);
 	dlock_serve_free(r);
 	return false;

@@ -42,7 +42,10 @@ typedef struct DlockEntry
 	uint8		counted;		/* its acquisition was counted in dlock_stats,
 								 * so its end is too */
 	uint16		namelen;
+	uint16		infolen;		/* 0: no info */
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
+	char		info[DLOCK_INFO_MAX];	/* the holder's word, UTF-8, not
+										 * terminated */
 } DlockEntry;
 
 typedef struct DlockSlot

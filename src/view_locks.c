@@ -38,6 +38,8 @@
 #include "view.h"
 
 PG_FUNCTION_INFO_V1(dlock_locks);
+/* the 1.5 SQL's symbol (its info column); the 1.4 name serves the 1.4 SQL */
+PG_FUNCTION_INFO_V1(dlock_locks_1_5);
 
 typedef struct NameKey
 {
@@ -52,6 +54,8 @@ typedef struct NameInfo
 {
 	const char *name;
 	uint16		namelen;
+	const char *info;
+	uint16		infolen;
 	uint8		waiting;
 	int32		nsession;
 	int32		nxact;
@@ -175,12 +179,15 @@ index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h
 	row = name_find(names, &k, true);
 	if (e != NULL)
 	{
-		char	   *name = palloc(Max(e->namelen, 1));
+		char	   *name = palloc(Max(e->namelen + e->infolen, 1));
 
 		memcpy(name, e->name, e->namelen);
+		memcpy(name + e->namelen, e->info, e->infolen);
 		row->has_entry = true;
 		row->e.name = name;
 		row->e.namelen = e->namelen;
+		row->e.info = name + e->namelen;
+		row->e.infolen = e->infolen;
 		row->e.waiting = e->waiting;
 		row->e.nsession = e->nsession;
 		row->e.nxact = e->nxact;
@@ -261,7 +268,8 @@ activity_by_pid(void)
 	return tab;
 }
 
-#define DLOCK_LOCKS_COLS 15
+/* The columns of dlock_locks(): 15 in the 1.4 SQL, 16 (info) since 1.5. */
+#define DLOCK_LOCKS_COLS 16
 
 /*
  * What every row of one dlock_locks() call shares.  Each row's own values
@@ -374,6 +382,12 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	nulls[13] = (granted || since == 0);
 	values[14] = values[13];
 	nulls[14] = (!granted || since == 0);
+	/* info: the holder's word, or a waiter's */
+	nulls[15] = true;
+	if (e != NULL && e->infolen > 0)
+		values[15] = dlock_name_datum(e->info, e->infolen, &nulls[15]);
+	else if (h != NULL && h->infolen > 0)
+		values[15] = dlock_name_datum(h->info, h->infolen, &nulls[15]);
 	tuplestore_putvalues(call->rsinfo->setResult, call->rsinfo->setDesc, values, nulls);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(call->rowcxt);
@@ -506,4 +520,10 @@ dlock_locks(PG_FUNCTION_ARGS)
 	}
 	MemoryContextDelete(call.rowcxt);
 	return (Datum) 0;
+}
+
+Datum
+dlock_locks_1_5(PG_FUNCTION_ARGS)
+{
+	return dlock_locks(fcinfo);
 }

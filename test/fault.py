@@ -235,6 +235,34 @@ def t_holder_terminated():
     close_all(obs, w.conn)
 
 
+@check("leader election (info): a candidate that dies leaves the queue, a leader that dies hands over to the next")
+def t_leader_election():
+    # README "Leader election": candidates wait in the queue with their address as info
+    obs = connect()
+    lead = connect()
+    q(lead, "SELECT dlock_lock('election', info => 'node-a:5432')")
+    b = Waiter("SELECT dlock_lock('election', info => 'node-b:5432')")
+    b.start_and_wait_blocked(obs)
+    c = Waiter("SELECT dlock_lock('election', info => 'node-c:5432')")
+    c.start_and_wait_blocked(obs)
+    leader = "SELECT info FROM dlock_locks WHERE name = 'election' AND granted"
+    queue = "SELECT string_agg(info, ',' ORDER BY since) FROM dlock_locks WHERE name = 'election' AND NOT granted"
+    expect(q(obs, leader) == "node-a:5432", "leader before: %r" % q(obs, leader))
+    expect(q(obs, queue) == "node-b:5432,node-c:5432", "queue before: %r" % q(obs, queue))
+    # the next candidate dies while it waits: gone from the queue and the view
+    q(obs, "SELECT pg_terminate_backend(%s)", (b.pid,))
+    b.join(10)
+    expect(wait_until(lambda: q(obs, queue) == "node-c:5432"), "queue after b died: %r" % q(obs, queue))
+    # the leader dies: the candidate left is the leader, with its word
+    q(obs, "SELECT pg_terminate_backend(%s)", (pid_of(lead),))
+    c.join(15)
+    expect(c.result is True, "c got %r / %r" % (c.result, c.error))
+    expect(q(obs, leader) == "node-c:5432", "leader after: %r" % q(obs, leader))
+    expect(q(obs, queue) is None, "queue after: %r" % q(obs, queue))
+    q(c.conn, "SELECT dlock_unlock('election')")
+    close_all(obs, c.conn)
+
+
 @check("waiter terminated: it leaves the queue and the view, the holder is unaffected")
 def t_waiter_terminated():
     a, obs, w = held_and_awaited("holder-stays", "SELECT dlock_lock('holder-stays')")
@@ -1139,7 +1167,7 @@ def main():
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
-              t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated,
+              t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,

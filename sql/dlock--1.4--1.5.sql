@@ -1,6 +1,10 @@
 -- dlock 1.4 -> 1.5
 \echo Use "ALTER EXTENSION dlock UPDATE TO '1.5'" to load this file. \quit
 
+-- 1.5: min_hold on dlock_acquire: a release before acquisition + min_hold
+-- keeps the lock until then (ShedLock's lockAtLeastFor: a scheduled job
+-- runs at most once per min_hold, README.md "Scheduled jobs").
+--
 -- 1.5: info, the holder's word: a short text (at most 255 bytes in UTF-8)
 -- given with any acquisition (info => ...), changed by dlock_renew and
 -- dlock_extend, and shown in the new last column of dlock_locks, for
@@ -76,7 +80,8 @@ ALTER FUNCTION dlock_acquire(dlock_name, interval, interval, boolean) RENAME TO 
 CREATE FUNCTION dlock_acquire(name dlock_name, lease interval DEFAULT NULL, timeout interval DEFAULT '0',
                               shared boolean DEFAULT false,
                               lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
-                              info text DEFAULT NULL)
+                              info text DEFAULT NULL,
+                              min_hold interval DEFAULT NULL, min_hold_ms bigint DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_acquire_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -88,8 +93,8 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'dlock_extend_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text) IS
-'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given)';
+COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text, interval, bigint) IS
+'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given); held at least min_hold, even if released earlier';
 COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint, text) IS
 'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds), and new info if given; returns when it ends';
 

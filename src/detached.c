@@ -105,7 +105,10 @@ detached_timed_out(const DlockHold *h, TimestampTz start)
 	dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 }
 
-/* dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info) -> token, or NULL */
+/*
+ * dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info,
+ * min_hold, min_hold_ms) -> token, or NULL
+ */
 Datum
 dlock_acquire(PG_FUNCTION_ARGS)
 {
@@ -122,6 +125,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	TimestampTz start = GetCurrentTimestamp();
 	TimestampTz deadline;
 	DlockInfo	info;
+	int64		min_hold_us;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = dlock_lease_arg(fcinfo, 1, 4);
@@ -141,6 +145,11 @@ dlock_acquire(PG_FUNCTION_ARGS)
 		timeout_us = dlock_timeout_arg(fcinfo, 2, 5, 0);
 	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
 	dlock_info_arg(fcinfo, 6, &info);
+	min_hold_us = dlock_duration_arg(fcinfo, 7, 8, "min_hold", -1);
+	if (min_hold_us > DLOCK_DETACHED_MAX_LEASE_US)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("min_hold of a detached lock must be at most 1 day")));
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
@@ -161,6 +170,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	memcpy(h->name, name.utf8, name.len);
 	h->infolen = info.len;
 	memcpy(h->info, info.utf8, info.len);
+	h->min_hold_us = Max(min_hold_us, 0);
 	h->dbid = MyDatabaseId;
 	h->key = name.key;
 	h->role = GetUserId();

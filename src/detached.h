@@ -32,7 +32,10 @@ typedef struct DlockHold
 	uint8		mode;			/* DlockMode */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
-	bool		counted;		/* its acquisition was counted in dlock_stats,
+	bool		counted;
+	bool		released;		/* released before min_until: kept until then,
+								 * when it ends as at a lease's end; no longer
+								 * to be extended or released */		/* its acquisition was counted in dlock_stats,
 								 * so its end and lease expiry are too */
 	Oid			dbid;
 	Oid			role;			/* the current user: who may extend, release */
@@ -41,7 +44,9 @@ typedef struct DlockHold
 	int64		key;
 	int64		token;
 	TimestampTz since;			/* granted at, or waiting since */
-	TimestampTz lease_expires;
+	int64		min_hold_us;	/* asked for at acquisition; 0: none */
+	TimestampTz min_until;		/* since + min_hold_us once granted; 0: none */
+	TimestampTz lease_expires;	/* when it ends: never before min_until */
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
 	char		info[DLOCK_INFO_MAX];	/* the holder's word, UTF-8, not
 										 * terminated */

@@ -426,8 +426,8 @@ holder_acquire(DlockRequest *r)
 	h->limit_role = req->limit_role;
 	h->key = req->key;
 	h->token = token;
-	h->since = GetCurrentTimestamp();
-	h->lease_expires = h->since + r->lease_us;
+	h->min_hold_us = req->min_hold_us;
+	dlock_serve_hold_times(h, GetCurrentTimestamp(), r->lease_us);
 	memcpy(h->name, req->name, req->namelen);
 	memcpy(h->info, req->info, req->infolen);
 	memcpy(h->rolname, req->rolname, NAMEDATALEN);
@@ -480,8 +480,7 @@ holder_extend_release(DlockRequest *r)
 	if (res == DLOCK_RES_EXPIRED)
 	{
 		/* ran out before we got round to it: released as an expiry */
-		dlock_serve_log_expiry(h, "lock holder");
-		dlock_expiry_note(h);
+		dlock_serve_hold_expired(h, "lock holder");
 		holder_release(t->index);
 	}
 	else if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
@@ -489,6 +488,12 @@ holder_extend_release(DlockRequest *r)
 		/* a shorter lease than before: the next expiry may be this one */
 		if (dlock_serve_extend_hold(r, h, now))
 			next_expiry = Min(next_expiry, h->lease_expires);
+		return;
+	}
+	else if (res == DLOCK_RES_OK && dlock_serve_release_later(r, h, now))
+	{
+		/* kept until its minimum hold ends, answered */
+		next_expiry = Min(next_expiry, h->lease_expires);
 		return;
 	}
 	else if (res == DLOCK_RES_OK)
@@ -514,8 +519,7 @@ holder_expire(TimestampTz now)
 			next_expiry = Min(next_expiry, h->lease_expires);
 			continue;
 		}
-		dlock_serve_log_expiry(h, "lock holder");
-		dlock_expiry_note(h);
+		dlock_serve_hold_expired(h, "lock holder");
 		holder_release(i);
 	}
 }

@@ -46,14 +46,66 @@ dlock_serve_hold_ended(const DlockHold *h)
 								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since);
 }
 
+/*
+ * A hold's end has come (its lease, or the minimum hold of one released
+ * before it): logged, and a lease's expiry noted and counted.  The caller
+ * releases it.
+ */
 void
-dlock_serve_log_expiry(const DlockHold *h, const char *who)
+dlock_serve_hold_expired(const DlockHold *h, const char *who)
 {
+	if (h->released)
+	{
+		ereport(LOG,
+				(errmsg("minimum hold of detached lock \"%.*s\" ended, released it",
+						(int) h->namelen, h->name),
+				 errdetail("It was released before its minimum hold ended at %s; fencing token " INT64_FORMAT ", acquired by role \"%s\", held by the %s.",
+						   timestamptz_to_str(h->min_until), h->token, h->rolname, who)));
+		return;
+	}
 	ereport(LOG,
 			(errmsg("lease of detached lock \"%.*s\" expired, released it",
 					(int) h->namelen, h->name),
 			 errdetail("The lease expired at %s; fencing token " INT64_FORMAT ", acquired by role \"%s\", held by the %s.",
 					   timestamptz_to_str(h->lease_expires), h->token, h->rolname, who)));
+	dlock_expiry_note(h);
+}
+
+/*
+ * A new hold's times, by the process that holds it, granted now: its
+ * minimum hold ends at now + the min_hold asked for, and it ends at the
+ * later of that and its lease's end.  (Inside the hold's change window.)
+ */
+void
+dlock_serve_hold_times(DlockHold *h, TimestampTz now, int64 lease_us)
+{
+	h->since = now;
+	h->released = false;
+	h->min_until = h->min_hold_us > 0 ? now + h->min_hold_us : 0;
+	h->lease_expires = Max(now + lease_us, h->min_until);
+}
+
+/*
+ * A release asked of hold h (checked) before its minimum hold ends: it is
+ * kept until then, no longer extendable or releasable, and the release
+ * answered as done.  false if it may go now (the caller releases it).
+ */
+bool
+dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now)
+{
+	if (h->min_until <= now)
+		return false;
+	DLOCK_FAULT("serve.release_later");
+	dlock_hold_begin(h);
+	h->released = true;
+	h->lease_expires = h->min_until;
+	dlock_hold_end(h);
+	if (!dlock_serve_reply(r, DLOCK_RES_OK))
+	{
+		/* its sender left: still released, as asked before it left */
+		dlock_serve_free(r);
+	}
+	return true;
 }
 
 /*
@@ -113,7 +165,7 @@ int
 dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 {
 	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
-		h->key != r->hold.key || h->dbid != r->hold.dbid)
+		h->key != r->hold.key || h->dbid != r->hold.dbid || h->released)
 		return DLOCK_RES_NOT_HELD;
 	if (h->role != r->hold.role && !r->superuser)
 	{
@@ -142,7 +194,7 @@ dlock_serve_extend_hold(DlockRequest *r, DlockHold *h, TimestampTz now)
 	if (r->set_info)
 		memcpy(old_info, h->info, old_infolen);
 	dlock_hold_begin(h);
-	h->lease_expires = now + r->lease_us;
+	h->lease_expires = Max(now + r->lease_us, h->min_until);
 	if (r->set_info)
 	{
 		memcpy(h->info, r->hold.info, r->hold.infolen);

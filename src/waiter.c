@@ -228,10 +228,10 @@ waiter_extend_release(DlockRequest *r)
 		return;
 	}
 	if (res == DLOCK_RES_EXPIRED)
-	{
-		dlock_serve_log_expiry(h, "waiter process");
-		dlock_expiry_note(h);
-	}
+		dlock_serve_hold_expired(h, "waiter process");
+	/* released before its minimum hold ends: held until then */
+	if (res == DLOCK_RES_OK && dlock_serve_release_later(r, h, now))
+		return;
 	if (res == DLOCK_RES_OK || res == DLOCK_RES_EXPIRED)
 	{
 		/* release before answering: the caller may take it again at once */
@@ -362,8 +362,7 @@ dlock_waiter_main(Datum arg)
 
 	dlock_hold_begin(&w->hold);
 	w->hold.token = token;
-	w->hold.since = GetCurrentTimestamp();
-	w->hold.lease_expires = w->hold.since + w->lease_us;
+	dlock_serve_hold_times(&w->hold, GetCurrentTimestamp(), w->lease_us);
 	w->hold.state = DLOCK_HOLD_HELD;
 	dlock_hold_end(&w->hold);
 	w->result = DLOCK_RES_OK;
@@ -397,8 +396,7 @@ dlock_waiter_main(Datum arg)
 		dlock_serve_requests(NULL, waiter_extend_release);
 		if (w->hold.lease_expires <= GetCurrentTimestamp())
 		{
-			dlock_serve_log_expiry(&w->hold, "waiter process");
-			dlock_expiry_note(&w->hold);
+			dlock_serve_hold_expired(&w->hold, "waiter process");
 			waiter_release_and_leave();
 		}
 		dlock_serve_wait(w->hold.lease_expires);

@@ -280,6 +280,31 @@ def sc_detached_extend(run, point, pid):
     close(a, obs)
 
 
+def sc_detached_min_hold(run, point, pid):
+    """A release before the minimum hold ends: answered true, the lock stays
+    until the minimum hold ends and then goes; answered with an error, it
+    stays the caller's (extend and release still work); the lock holder's
+    other locks are untouched unless it died."""
+    obs, a = server_conn(), connect()
+    bystander = q(obs, "SELECT dlock_acquire('bystander', '60s')")
+    token = q(a, "SELECT dlock_acquire('f', '30s', min_hold => '1 s')")
+    arm(point, run.action, proc_pid("dlock lock holder"))
+    answer, error = try_q(a, "SELECT dlock_release('f', %s)" % token)
+    gone = died(obs) or run.action in ("fatal", "terminate", "kill")
+    if answer is True:
+        if not wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f'") == 0, 5):
+            run.bad("released before its minimum hold, still held 5 s later")
+    elif error is not None and not gone:
+        ext, _ = try_q(a, "SELECT dlock_extend('f', %s, '30s') IS NOT NULL" % token)
+        if ext is not True:
+            run.bad("release failed (%s), yet the lock is no longer the caller's" % error.pgcode)
+    if not gone and not died(obs) and \
+            q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'bystander' AND token = %s", (bystander,)) != 1:
+        run.bad("another client's detached lock was lost")
+    release_all_detached()
+    close(a, obs)
+
+
 def sc_detached_wait(run, point, pid, cancel=False):
     obs, a, b = server_conn(), connect(), connect()
     apid = pid_of(a)
@@ -551,6 +576,7 @@ SCENARIOS = {
     "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
     "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
     "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL)],
+    "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL)],
     "waiter.claimed": [(sc_detached_wait, "any", ALL)],
     "waiter.granted": [(sc_detached_wait, "any", ALL)],
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],

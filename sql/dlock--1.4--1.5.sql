@@ -1,6 +1,8 @@
 -- dlock 1.4 -> 1.5
 \echo Use "ALTER EXTENSION dlock UPDATE TO '1.5'" to load this file. \quit
 
+-- 1.5: several names at once (below).
+--
 -- 1.5: min_hold on dlock_acquire: a release before acquisition + min_hold
 -- keeps the lock until then (ShedLock's lockAtLeastFor: a scheduled job
 -- runs at most once per min_hold, README.md "Scheduled jobs").
@@ -121,6 +123,54 @@ SELECT database::name COLLATE "C" AS database, name, key, mode, scope, granted, 
 
 COMMENT ON VIEW dlock_locks IS
 'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time and info';
+
+-- Several names at once: the same four calls and dlock_unlock given a
+-- text[], all of the names or none, taken in key order.  New overloads:
+-- a name given as a literal or a text parameter still resolves to the
+-- one-name functions (the string category is preferred over an array).
+CREATE FUNCTION dlock_try(names text[], shared boolean DEFAULT false, lease interval DEFAULT NULL,
+                          lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock(names text[], timeout interval DEFAULT NULL,
+                           shared boolean DEFAULT false, lease interval DEFAULT NULL,
+                           timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                           info text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_try_xact(names text[], shared boolean DEFAULT false, lease interval DEFAULT NULL,
+                               lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_try_xact_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_lock_xact(names text[], timeout interval DEFAULT NULL,
+                                shared boolean DEFAULT false, lease interval DEFAULT NULL,
+                                timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
+                                info text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_lock_xact_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION dlock_unlock(names text[], shared boolean DEFAULT false)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_unlock_many'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION dlock_try(text[], boolean, interval, bigint, text) IS
+'take every one of the named locks now, or none';
+COMMENT ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text) IS
+'take every one of the named locks, in key order, waiting up to timeout for all of them; none if not all';
+COMMENT ON FUNCTION dlock_try_xact(text[], boolean, interval, bigint, text) IS
+'take every one of the named transaction locks now, or none';
+COMMENT ON FUNCTION dlock_lock_xact(text[], interval, boolean, interval, bigint, bigint, text) IS
+'take every one of the named transaction locks, in key order, waiting up to timeout for all of them; none if not all';
+COMMENT ON FUNCTION dlock_unlock(text[], boolean) IS
+'release one session hold of each of the named locks; true if each was held';
 
 -- What a DBA changed on the 1.4 functions (these eight) goes to their 1.5 successors, as
 -- an ALTER would have kept it: the owner, the privileges (GRANT, REVOKE) and

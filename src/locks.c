@@ -28,6 +28,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -51,6 +52,12 @@ PG_FUNCTION_INFO_V1(dlock_try_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_1_5);
 PG_FUNCTION_INFO_V1(dlock_try_xact_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_xact_1_5);
+/* several names at once (1.5) */
+PG_FUNCTION_INFO_V1(dlock_try_many);
+PG_FUNCTION_INFO_V1(dlock_lock_many);
+PG_FUNCTION_INFO_V1(dlock_try_xact_many);
+PG_FUNCTION_INFO_V1(dlock_lock_xact_many);
+PG_FUNCTION_INFO_V1(dlock_unlock_many);
 PG_FUNCTION_INFO_V1(dlock_unlock);
 PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
@@ -408,19 +415,42 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 }
 
 /*
- * All four acquire functions (the _ms arguments and info since 1.5):
- *   dlock_try[_xact](name, shared, lease, lease_ms, info)
- *   dlock_lock[_xact](name, timeout, shared, lease, timeout_ms, lease_ms, info)
+ * What an acquisition asks for besides the name: the arguments of all four
+ * acquire functions (the _ms arguments and info since 1.5), the same for one
+ * name or several:
+ *   dlock_try[_xact](name(s), shared, lease, lease_ms, info)
+ *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info)
  */
-static bool
-acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
+typedef struct AcquireArgs
 {
-	DlockName	name;
-	int			arg = 1;
-	int64		timeout_us = 0;
-	bool		shared;
-	int64		lease_us;
+	int64		timeout_us;		/* -1: no limit; 0: do not wait */
 	uint8		mode;
+	int64		lease_us;		/* -1: none */
+	DlockInfo	info;
+} AcquireArgs;
+
+static pg_attribute_always_inline void
+acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
+{
+	int			arg = 1;
+
+	a->timeout_us = 0;
+	if (can_wait)
+		a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
+	a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
+	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
+}
+
+/* Take one name as a asks (a->timeout_us: this name's); false if not granted. */
+static pg_attribute_always_inline bool
+acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs *a)
+{
+	DlockName	name = *namep;
+	int64		timeout_us = a->timeout_us;
+	int64		lease_us = a->lease_us;
+	const DlockInfo *infop = &a->info;
+	uint8		mode = a->mode;
 	LOCKMODE	lockmode;
 	LOCKTAG		tag;
 	int			ref;
@@ -430,22 +460,14 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	bool		need_marker;
 	DlockEntry *e;
 	int64		token;
-	DlockInfo	info;
 
-	dlock_name_arg(fcinfo, 0, &name);
-	if (can_wait)
-		timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
-	shared = dlock_bool_arg(fcinfo, arg++, "shared");
-	lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
-	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &info);
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
 
 	dlock_backend_init();
-	mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	lockmode = DlockLockMode(mode);
 	ref = dlock_entry_for(&name, mode, lease_us >= 0 ? DLOCK_NEED_LEASE :
-						  info.given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
+						  infop->given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
 	if (xact)
 		dlock_xact_hold_reserve();
 	dlock_entry_drop_stale_session(ref);
@@ -470,7 +492,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, &info);
+		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, infop);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
 			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
@@ -491,12 +513,24 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, &info);
+	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop);
 	/* a new hold started at its grant: that is the time of this acquisition */
 	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
 					  waited_us, res == LOCKACQUIRE_OK ? dlock_entry_at(ref)->since : 0);
 	return true;
+}
+
+/* One name (the hot path: no allocation, one call into the lock manager). */
+static bool
+acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
+{
+	DlockName	name;
+	AcquireArgs a;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	acquire_args(fcinfo, can_wait, &a);
+	return acquire_name(&name, xact, can_wait, &a);
 }
 
 Datum
@@ -547,19 +581,18 @@ dlock_lock_xact_1_5(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(acquire(fcinfo, true, true));
 }
 
-/* dlock_unlock(name, shared): like pg_advisory_unlock, session scope only */
-Datum
-dlock_unlock(PG_FUNCTION_ARGS)
+/*
+ * Release one session hold of name in mode, as pg_advisory_unlock does
+ * (false, with the lock manager's WARNING, if there is none).  Raises no
+ * error: it also gives back what a call on several names took.
+ */
+static bool
+unlock_name(const DlockName *namep, uint8 mode)
 {
-	DlockName	name;
-	uint8		mode;
+	DlockName	name = *namep;
 	LOCKTAG		tag;
 	int			ref;
 	bool		released;
-
-	dlock_name_arg(fcinfo, 0, &name);
-	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
-	dlock_backend_init();
 
 	dlock_set_locktag(&tag, name.key);
 	released = LockRelease(&tag, DlockLockMode(mode), true);
@@ -584,7 +617,144 @@ dlock_unlock(PG_FUNCTION_ARGS)
 		if (released && !e->inuse)
 			dlock_stats_hold_ended(e);
 	}
-	PG_RETURN_BOOL(released);
+	return released;
+}
+
+/* dlock_unlock(name, shared): like pg_advisory_unlock, session scope only */
+Datum
+dlock_unlock(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	uint8		mode;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	dlock_backend_init();
+	PG_RETURN_BOOL(unlock_name(&name, mode));
+}
+
+/*
+ * Several names at once (1.5): dlock_try, dlock_lock and their _xact forms
+ * given a text[] take all of the names or none.  They are taken in key
+ * order (dlock_names_arg), so two calls of these never wait for each other
+ * in a circle; a timeout is the whole call's.  A name that is not granted
+ * (busy, the deadline) or an error gives back what the call took: session
+ * holds one by one (unlock_name), transaction holds with an internal
+ * subtransaction that is rolled back, so that the lock manager and
+ * dlock's transaction callbacks drop them as at any rollback.
+ */
+static bool
+take_names(const DlockName *names, int n, bool xact, bool can_wait, const AcquireArgs *a,
+		   volatile int *taken)
+{
+	AcquireArgs one = *a;
+	TimestampTz deadline = a->timeout_us > 0 ? GetCurrentTimestamp() + a->timeout_us : 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		/* what is left of the call's timeout; none left: try once */
+		if (a->timeout_us > 0)
+			one.timeout_us = Max(deadline - GetCurrentTimestamp(), 0);
+		DLOCK_FAULT("lock.many");
+		if (!acquire_name(&names[i], xact, can_wait, &one))
+			return false;
+		(*taken)++;
+	}
+	return true;
+}
+
+static bool
+acquire_many(FunctionCallInfo fcinfo, bool xact, bool can_wait)
+{
+	DlockName  *names;
+	int			n;
+	AcquireArgs a;
+	volatile int taken = 0;
+	volatile bool ok = false;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	n = dlock_names_arg(fcinfo, 0, &names);
+	acquire_args(fcinfo, can_wait, &a);
+	if (xact)
+	{
+		BeginInternalSubTransaction(NULL);
+		MemoryContextSwitchTo(cxt);
+	}
+	PG_TRY();
+	{
+		ok = take_names(names, n, xact, can_wait, &a, &taken);
+		if (xact && ok)
+			ReleaseCurrentSubTransaction();
+		else if (xact)
+			RollbackAndReleaseCurrentSubTransaction();
+		else if (!ok)
+			while (taken > 0)
+				(void) unlock_name(&names[--taken], a.mode);
+	}
+	PG_CATCH();
+	{
+		if (xact)
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(cxt);
+			CurrentResourceOwner = owner;
+			ReThrowError(edata);
+		}
+		while (taken > 0)
+			(void) unlock_name(&names[--taken], a.mode);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	return ok;
+}
+
+Datum
+dlock_try_many(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire_many(fcinfo, false, false));
+}
+
+Datum
+dlock_lock_many(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire_many(fcinfo, false, true));
+}
+
+Datum
+dlock_try_xact_many(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire_many(fcinfo, true, false));
+}
+
+Datum
+dlock_lock_xact_many(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire_many(fcinfo, true, true));
+}
+
+/* dlock_unlock(names text[], shared): each name once; true if every one was held */
+Datum
+dlock_unlock_many(PG_FUNCTION_ARGS)
+{
+	DlockName  *names;
+	int			n;
+	uint8		mode;
+	bool		all = true;
+
+	n = dlock_names_arg(fcinfo, 0, &names);
+	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	dlock_backend_init();
+	for (int i = 0; i < n; i++)
+		all &= unlock_name(&names[i], mode);
+	PG_RETURN_BOOL(all);
 }
 
 /* dlock_unlock_all(): every session-scope dlock lock; returns how many */

@@ -16,6 +16,7 @@
 #include <limits.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "common/ip.h"
@@ -24,6 +25,7 @@
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/backend_status.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -118,22 +120,24 @@ to_utf8(const char **s, int *len)
 	}
 }
 
+void
+dlock_name_null(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+			 errmsg("lock name must not be null")));
+}
+
 /*
- * Check and convert the lock-name argument: not null, not empty, at most
- * DLOCK_NAME_MAX bytes once in UTF-8.  Fills in the bytes and the key.
+ * Check and convert a lock name: not empty, at most DLOCK_NAME_MAX bytes
+ * once in UTF-8.  Fills in the bytes and the key.
  */
 void
-dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
+dlock_name_text(text *t, DlockName *name)
 {
-	text	   *t;
 	const char *s;
 	int			len;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("lock name must not be null")));
-	t = PG_GETARG_TEXT_PP(argno);
 	s = VARDATA_ANY(t);
 	len = VARSIZE_ANY_EXHDR(t);
 	if (len == 0)
@@ -162,6 +166,57 @@ dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 	name->utf8 = s;
 	name->len = len;
 	name->key = key_of(s, len);
+}
+
+static int
+name_key_cmp(const void *a, const void *b)
+{
+	int64		ka = ((const DlockName *) a)->key;
+	int64		kb = ((const DlockName *) b)->key;
+
+	return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
+/*
+ * An array of lock names (text[], any dimensions): each checked as a name,
+ * then sorted by key with repeats (the same key: the same lock) taken out,
+ * the order in which several locks are taken.  Not null, not empty.
+ * Returns how many; *names is palloc'd.
+ */
+int
+dlock_names_arg(FunctionCallInfo fcinfo, int argno, DlockName **names)
+{
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	int			kept;
+	DlockName  *out;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("array of lock names must not be null")));
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("array of lock names must not be empty")));
+	out = palloc(sizeof(DlockName) * n);
+	for (i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			dlock_name_null();
+		dlock_name_text(DatumGetTextPP(elems[i]), &out[i]);
+	}
+	qsort(out, n, sizeof(DlockName), name_key_cmp);
+	for (i = 1, kept = 1; i < n; i++)
+		if (out[i].key != out[kept - 1].key)
+			out[kept++] = out[i];
+	*names = out;
+	return kept;
 }
 
 /*

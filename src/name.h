@@ -34,7 +34,18 @@ typedef struct DlockInfo
 } DlockInfo;
 
 /* names, keys and lock tags */
-extern void dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name);
+extern void dlock_name_null(void);
+extern void dlock_name_text(text *t, DlockName *name);
+extern int	dlock_names_arg(FunctionCallInfo fcinfo, int argno, DlockName **names);
+
+/* The lock-name argument: not null, and a name (dlock_name_text). */
+static inline void
+dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
+{
+	if (PG_ARGISNULL(argno))
+		dlock_name_null();
+	dlock_name_text(PG_GETARG_TEXT_PP(argno), name);
+}
 extern char *dlock_display_name(const DlockName *name);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);

@@ -204,6 +204,35 @@ def sc_session(run, point, pid_filter, xact=False):
     close(a, obs)
 
 
+def sc_several(run, point, pid_filter, xact=False):
+    """Several names at once, the fault landing after the first is taken
+    (skip 1): told true, every name is held; told false or an error, none."""
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    c = server_conn()
+    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, 1)", (point, run.action, STALL_MS, apid))
+    c.close()
+    names = ("m1", "m2", "m3")
+    if xact:
+        q(a, "BEGIN")
+    answer, error = try_q(a, "SELECT dlock_%s(ARRAY['m1', 'm2', 'm3'], timeout => '5s', lease => '30s')"
+                          % ("lock_xact" if xact else "lock"))
+    if not died(a) and run.action != "kill":
+        held = [n for n in names if holds_session(obs, apid, n)]
+        if answer is True and len(held) != 3:
+            run.bad("told true, holds only %s" % held)
+        elif answer is not True and held:
+            run.bad("told %s, yet holds %s" % (error.pgcode if error else answer, held))
+    if xact:
+        try_q(a, "ROLLBACK")
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def sc_several_xact(run, point, pid_filter):
+    sc_several(run, point, pid_filter, xact=True)
+
+
 def sc_session_wait(run, point, pid_filter):
     obs, a, b = server_conn(), connect(), connect()
     apid = pid_of(a)
@@ -564,6 +593,7 @@ SCENARIOS = {
     "token.file": [(sc_session, "caller", ALL), (sc_detached, "holder", NO_CANCEL),
                    (sc_token_wait, "caller", ("stall",))],
     "lock.wait": [(sc_session_wait, "caller", ALL)],
+    "lock.many": [(sc_several, "caller", ALL), (sc_several_xact, "caller", ALL)],
     "renew.marked": [(sc_renew, "caller", ALL)],
     "detached.sent": [(sc_detached, "caller", ALL)],
     "detached.recorded": [(sc_detached, "caller", ALL)],

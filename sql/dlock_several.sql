@@ -1,0 +1,94 @@
+-- several names at once (1.5): dlock_try, dlock_lock, their _xact forms and
+-- dlock_unlock given a text[] take (release) all of the names or none
+CREATE FUNCTION attempt(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE r text;
+BEGIN
+  EXECUTE q INTO r;
+  RETURN 'ok: ' || coalesce(r, 'null');
+EXCEPTION WHEN OTHERS THEN
+  RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+-- this session's holds: name, scope, mode, info
+CREATE FUNCTION mine() RETURNS TABLE (name text, scope text, mode text, info text) LANGUAGE sql AS $$
+  SELECT name, scope, mode, info FROM dlock_locks WHERE pid = pg_backend_pid() ORDER BY name, mode
+$$;
+
+-- how calls resolve: a name (a literal, even one that looks like an array)
+-- goes to the one-name functions as before; an array to the new ones
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_try('job'), dlock_try('{a,b}'), dlock_try(ARRAY['a', 'b']);
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_lock('job', '1s'), dlock_lock(ARRAY['a'], '1s'), dlock_unlock(ARRAY['a']);
+EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_try_xact('{a}'::text[], true), dlock_lock_xact('{a}'::text[], timeout_ms => 10);
+
+-- all of them, in one call; each name once
+SELECT dlock_try(ARRAY['c', 'a', 'b', 'a']);
+SELECT * FROM mine();
+SELECT dlock_unlock(ARRAY['a', 'b', 'c']);
+SELECT * FROM mine();
+-- with a lease and info for each, shared, waiting
+SELECT dlock_lock(ARRAY['x', 'y'], timeout => '1s', shared => true, lease => '1 min', info => 'batch 4');
+SELECT name, scope, mode, info, lease_expires > now() AS leased FROM dlock_locks
+ WHERE pid = pg_backend_pid() ORDER BY name;
+SELECT dlock_unlock(ARRAY['x', 'y'], shared => true);
+
+-- none when one is taken: 'b' is held by a detached lock (another holder)
+SELECT dlock_acquire('b', '1 min') AS tb \gset
+SELECT dlock_try('a');	-- already held by this session once
+SELECT dlock_try(ARRAY['a', 'b', 'c']);
+SELECT * FROM mine();
+SELECT dlock_lock(ARRAY['a', 'b', 'c'], timeout => '200ms');
+SELECT dlock_lock(ARRAY['a', 'b', 'c'], timeout_ms => 0);
+SELECT * FROM mine();
+-- 'a' is held exactly as before: once
+SELECT dlock_unlock('a');
+SELECT * FROM mine();
+-- transaction scope: none kept, and the transaction goes on with what it had
+BEGIN;
+SELECT dlock_try_xact('before');
+SELECT dlock_try_xact(ARRAY['a', 'b', 'c']);
+SELECT dlock_lock_xact(ARRAY['a', 'b', 'c'], timeout => '100ms');
+SELECT * FROM mine();
+SELECT dlock_try_xact(ARRAY['a', 'c'], info => 'both');
+SELECT * FROM mine();
+COMMIT;
+SELECT * FROM mine();
+-- and in a savepoint rolled back, the transaction locks go with it
+BEGIN;
+SAVEPOINT s;
+SELECT dlock_try_xact(ARRAY['p', 'q']);
+ROLLBACK TO s;
+SELECT * FROM mine();
+COMMIT;
+SELECT dlock_release('b', :tb);
+
+-- bad input: refused before anything is taken
+SELECT attempt($$SELECT dlock_try(NULL::text[])$$);
+SELECT attempt($$SELECT dlock_try(ARRAY[]::text[])$$);
+SELECT attempt($$SELECT dlock_try(ARRAY['a', NULL])$$);
+SELECT attempt($$SELECT dlock_try(ARRAY['a', ''])$$);
+SELECT attempt($$SELECT dlock_try(ARRAY['a', repeat('x', 256)])$$);
+SELECT attempt($$SELECT dlock_unlock(ARRAY[]::text[])$$);
+SELECT attempt($$SELECT dlock_lock(ARRAY['a'], timeout => '1s', timeout_ms => 1000)$$);
+SELECT * FROM mine();
+-- a two-dimensional array is its names
+SELECT dlock_try(ARRAY[['m1', 'm2'], ['m3', 'm4']]);
+SELECT count(*) FROM mine();
+SELECT dlock_unlock(ARRAY[['m1', 'm2'], ['m3', 'm4']]);
+-- dlock_unlock: false (with the lock manager's WARNING) if one was not held;
+-- the others are released
+SELECT dlock_try('u1');
+SELECT dlock_unlock(ARRAY['u1', 'u2']);
+SELECT * FROM mine();
+
+-- an error in the middle gives back what the call took: here the second
+-- name finds no room for its info (dlock.max_locks_per_session is 64)
+SELECT count(*) FROM (SELECT dlock_try('many-' || i) FROM generate_series(1, 63) i) s;
+SELECT attempt($$SELECT dlock_try(ARRAY['e1', 'e2'], info => 'x')$$);
+SELECT count(*) FROM mine() WHERE name IN ('e1', 'e2');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+BEGIN;
+SELECT attempt($$SELECT dlock_try_xact(ARRAY['e1', 'e2'], info => 'x')$$);
+SELECT count(*) FROM mine() WHERE name IN ('e1', 'e2');
+COMMIT;
+SELECT dlock_unlock_all();
+DROP FUNCTION attempt(text);
+DROP FUNCTION mine();

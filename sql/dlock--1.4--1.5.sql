@@ -172,18 +172,22 @@ COMMENT ON FUNCTION dlock_lock_xact(text[], interval, boolean, interval, bigint,
 COMMENT ON FUNCTION dlock_unlock(text[], boolean) IS
 'release one session hold of each of the named locks; true if each was held';
 
--- What a DBA changed on the 1.4 functions (these eight) goes to their 1.5 successors, as
--- an ALTER would have kept it: the owner, the privileges (GRANT, REVOKE) and
--- the settings (ALTER FUNCTION ... SET).  The extension's own initial
--- privileges stay as a fresh install has them (none recorded for these), so
--- that pg_dump still dumps the DBA's changes.
+-- What a DBA changed on the 1.4 functions (these eight) goes to their 1.5
+-- successors, as an ALTER would have kept it: the owner, the privileges
+-- (GRANT, REVOKE; also where ALTER DEFAULT PRIVILEGES would give the new
+-- function others) and the settings (ALTER FUNCTION ... SET).  The initial
+-- privileges pg_init_privs recorded for the old function become the new
+-- one's, so that pg_dump dumps the DBA's changes as it did.  (A grant made
+-- by another grantor than the owner is made again by the owner.)
 DO $carry$
 DECLARE
   f record;
   a record;
+  new_acl aclitem[];
 BEGIN
   FOR f IN
-    SELECT o.oid AS old_oid, n.oid::regprocedure AS new_fn, o.proowner, o.proacl, o.proconfig,
+    SELECT o.oid AS old_oid, n.oid::regprocedure AS new_fn, o.proowner,
+           coalesce(o.proacl, acldefault('f', o.proowner)) AS old_acl, o.proconfig,
            pg_get_userbyid(o.proowner) AS owner_name
       FROM pg_proc o
       JOIN pg_proc n ON n.proname = left(o.proname, -4) AND n.pronamespace = o.pronamespace
@@ -195,17 +199,23 @@ BEGIN
     IF f.proowner <> (SELECT proowner FROM pg_proc WHERE oid = f.new_fn) THEN
       EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.new_fn, f.owner_name);
     END IF;
-    IF f.proacl IS NOT NULL THEN
-      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f.new_fn);
-      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I', f.new_fn, f.owner_name);
-      FOR a IN SELECT grantee, is_grantable FROM aclexplode(f.proacl) LOOP
+    SELECT coalesce(proacl, acldefault('f', proowner)) INTO new_acl FROM pg_proc WHERE oid = f.new_fn;
+    IF f.old_acl IS DISTINCT FROM new_acl THEN
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC CASCADE', f.new_fn);
+      FOR a IN SELECT DISTINCT grantee FROM aclexplode(new_acl) WHERE grantee <> 0 LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', f.new_fn, pg_get_userbyid(a.grantee));
+      END LOOP;
+      EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', f.new_fn, f.owner_name);
+      FOR a IN SELECT grantee, is_grantable FROM aclexplode(f.old_acl) LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new_fn,
                        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END,
                        CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
       END LOOP;
-      DELETE FROM pg_catalog.pg_init_privs
-       WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new_fn AND objsubid = 0;
     END IF;
+    DELETE FROM pg_catalog.pg_init_privs
+     WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new_fn AND objsubid = 0;
+    UPDATE pg_catalog.pg_init_privs SET objoid = f.new_fn
+     WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.old_oid AND objsubid = 0;
     IF f.proconfig IS NOT NULL THEN
       -- copied as stored: ALTER FUNCTION ... SET would re-quote a list
       -- setting (search_path) given as one string

@@ -99,13 +99,17 @@ SELECT my_job(), dlock_try('old-forms', true, '1 min'), dlock_renew('old-forms',
 SELECT dlock_acquire('old-detached', '1 min', '1s', false) AS old_detached \gset
 SELECT dlock_extend('old-detached', :old_detached, '2 min') > now() AS extended;
 -- what a DBA changed on a 1.4 function its 1.5 successor keeps: privileges
--- (still dumped by pg_dump: no initial privileges recorded) and settings
+-- (still dumped by pg_dump: no initial privileges recorded) and settings;
+-- and the others keep theirs even where default privileges would give a
+-- new function others (here: no EXECUTE for PUBLIC)
 CREATE ROLE regress_dlock_worker;
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval)
   TO regress_dlock_worker WITH GRANT OPTION;
 ALTER FUNCTION dlock_try(dlock_name, boolean, interval) SET search_path = pg_catalog, public;
 ALTER EXTENSION dlock UPDATE;
+ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC;
 SELECT * FROM as_fresh();
 SELECT p.oid::regprocedure AS function,
        has_function_privilege('public', p.oid, 'EXECUTE') AS public_may,
@@ -113,7 +117,8 @@ SELECT p.oid::regprocedure AS function,
        p.proconfig,
        EXISTS (SELECT FROM pg_init_privs i
                 WHERE i.classoid = 'pg_proc'::regclass AND i.objoid = p.oid) AS initial_privs
-  FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew') ORDER BY p.oid::regprocedure::text COLLATE "C";
+  FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew', 'dlock_locks')
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4';
 SELECT prosrc, count(*) FROM pg_proc WHERE prosrc LIKE 'dlock%1_5' GROUP BY 1 ORDER BY 1;
 GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text) TO PUBLIC;

@@ -32,11 +32,11 @@ typedef struct DlockHold
 	uint8		mode;			/* DlockMode */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
-	bool		counted;
+	bool		counted;		/* its acquisition was counted in dlock_stats,
+								 * so its end and lease expiry are too */
 	bool		released;		/* released before min_until: kept until then,
 								 * when it ends as at a lease's end; no longer
-								 * to be extended or released */		/* its acquisition was counted in dlock_stats,
-								 * so its end and lease expiry are too */
+								 * to be extended or released */
 	Oid			dbid;
 	Oid			role;			/* the current user: who may extend, release */
 	Oid			limit_role;		/* the session's user: whose limits it counts

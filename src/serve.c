@@ -93,6 +93,8 @@ dlock_serve_hold_times(DlockHold *h, TimestampTz now, int64 lease_us)
 bool
 dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now)
 {
+	TimestampTz old = h->lease_expires;
+
 	if (h->min_until <= now)
 		return false;
 	DLOCK_FAULT("serve.release_later");
@@ -102,7 +104,15 @@ dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now)
 	dlock_hold_end(h);
 	if (!dlock_serve_reply(r, DLOCK_RES_OK))
 	{
-		/* its sender left: still released, as asked before it left */
+		/*
+		 * Its sender left (a cancel): it was told an error, so the lock is
+		 * still its own, to extend or release again, as an abandoned
+		 * extension is taken back.
+		 */
+		dlock_hold_begin(h);
+		h->released = false;
+		h->lease_expires = old;
+		dlock_hold_end(h);
 		dlock_serve_free(r);
 	}
 	return true;

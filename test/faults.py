@@ -334,6 +334,29 @@ def sc_detached_min_hold(run, point, pid):
     close(a, obs)
 
 
+def sc_detached_min_hold_cancel(run, point, pid):
+    """The caller gives up (statement_timeout) while the lock holder is
+    stalled at the release before the minimum hold: told an error, the
+    lock stays the caller's, to extend and release again."""
+    obs, a = server_conn(), connect()
+    token = q(a, "SELECT dlock_acquire('f', '30s', min_hold => '5 s')")
+    arm(point, run.action, proc_pid("dlock lock holder"))
+    q(a, "SET statement_timeout = '300ms'")
+    answer, error = try_q(a, "SELECT dlock_release('f', %s)" % token)
+    q(a, "RESET statement_timeout")
+    time.sleep(STALL_MS / 1000.0 + 0.5)
+    if error is not None:
+        ext, e2 = try_q(a, "SELECT dlock_extend('f', %s, '30s') IS NOT NULL" % token)
+        if ext is not True:
+            run.bad("release cancelled (%s), yet the lock is no longer the caller's: %s"
+                    % (error.pgcode, e2.pgcode if e2 else ext))
+    elif answer is not True:
+        run.bad("release answered %r" % answer)
+    release_all_detached()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f'") == 0, 8)
+    close(a, obs)
+
+
 def sc_detached_wait(run, point, pid, cancel=False):
     obs, a, b = server_conn(), connect(), connect()
     apid = pid_of(a)
@@ -606,7 +629,8 @@ SCENARIOS = {
     "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
     "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
     "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL)],
-    "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL)],
+    "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL),
+                            (sc_detached_min_hold_cancel, "holder", ("stall",))],
     "waiter.claimed": [(sc_detached_wait, "any", ALL)],
     "waiter.granted": [(sc_detached_wait, "any", ALL)],
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],

@@ -241,16 +241,12 @@ dlock_entry_refuse_shared(const DlockName *name, int need, bool beyond)
 			 errhint("Release some named locks, or raise dlock.max_locks_per_session.")));
 }
 
-/*
- * The info argument of a lock of this session's (the holder's word): as
- * dlock_info_arg, and refused without shared memory to keep it in.
- */
+/* dlock_entry_info_arg (entries.h) when the call gives one. */
 void
-dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
+dlock_entry_info_given(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
 {
 	dlock_info_arg(fcinfo, argno, info);
-	if (info->given)
-		dlock_require_preload("The info of a lock is kept in shared memory, with its name.");
+	dlock_require_preload("The info of a lock is kept in shared memory, with its name.");
 }
 
 /*

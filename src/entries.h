@@ -101,7 +101,25 @@ dlock_entry_set_info(DlockEntry *e, const DlockInfo *info)
 extern int	dlock_entry_find(int64 key, uint8 mode);
 extern int	dlock_entry_for(const DlockName *name, uint8 mode, int need);
 extern void dlock_entry_refuse_shared(const DlockName *name, int need, bool beyond);
-extern void dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
+extern void dlock_entry_info_given(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
+
+/*
+ * The info argument of a lock of this session's (the holder's word): as
+ * dlock_info_arg, and refused without shared memory to keep it in.  Inline
+ * for the lock path, where a call almost never gives one.
+ */
+static inline void
+dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
+{
+	if (likely(argno >= PG_NARGS() || PG_ARGISNULL(argno)))
+	{
+		info->given = false;
+		info->utf8 = NULL;
+		info->len = 0;
+		return;
+	}
+	dlock_entry_info_given(fcinfo, argno, info);
+}
 extern int	dlock_entry_nrefs(void);
 extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
 extern void dlock_entry_free_if_unused(int ref);

@@ -95,7 +95,7 @@ grant_starts_hold(int ref, bool fresh)
  * grant_starts_hold); info: the caller's, if it gave one (else a new hold
  * has none, and a hold taken again keeps its own).  Cannot fail.
  */
-static void
+static pg_attribute_always_inline void
 record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 			 int64 token, int64 lease_us, const DlockInfo *info)
 {
@@ -586,7 +586,7 @@ dlock_lock_xact_1_5(PG_FUNCTION_ARGS)
  * (false, with the lock manager's WARNING, if there is none).  Raises no
  * error: it also gives back what a call on several names took.
  */
-static bool
+static pg_attribute_always_inline bool
 unlock_name(const DlockName *namep, uint8 mode)
 {
 	DlockName	name = *namep;

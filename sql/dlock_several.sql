@@ -90,5 +90,46 @@ SELECT attempt($$SELECT dlock_try_xact(ARRAY['e1', 'e2'], info => 'x')$$);
 SELECT count(*) FROM mine() WHERE name IN ('e1', 'e2');
 COMMIT;
 SELECT dlock_unlock_all();
+
+-- detached locks: dlock_acquire given several names returns their tokens in
+-- the order given (a name twice: its token twice), or NULL and none
+-- (an acquisition given back is undone by the lock holder right after: the
+-- rows once that is done, 5 s at most)
+CREATE FUNCTION detached() RETURNS TABLE (name text, mode text, info text) LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..500 LOOP
+    EXIT WHEN NOT EXISTS (SELECT FROM dlock_locks l WHERE l.scope = 'detached' AND l.name ~ '^[er]');
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN QUERY SELECT l.name, l.mode, l.info FROM dlock_locks l WHERE l.scope = 'detached' ORDER BY l.name;
+END $$;
+SELECT dlock_acquire(ARRAY['d3', 'd1', 'd3', 'd2'], '1 min', info => 'several') AS t \gset
+SELECT cardinality(:'t'::bigint[]) AS n, (:'t'::bigint[])[1] = (:'t'::bigint[])[3] AS same_token,
+       (SELECT array_agg(token ORDER BY ord) FROM unnest(ARRAY['d3', 'd1', 'd3', 'd2']) WITH ORDINALITY u(n, ord)
+          JOIN dlock_locks l ON l.name = u.n AND l.scope = 'detached') = :'t'::bigint[] AS tokens_in_order;
+SELECT * FROM detached();
+-- one taken: NULL, and nothing kept (no wait, then a short one)
+SELECT dlock_acquire(ARRAY['e0', 'd2', 'e9'], '1 min') IS NULL AS busy;
+SELECT dlock_acquire(ARRAY['e0', 'd2', 'e9'], '1 min', timeout => '200ms', min_hold => '1 min') IS NULL AS timed_out;
+SELECT * FROM detached();
+-- released together; a pair given twice is released once
+SELECT dlock_release(ARRAY['d1', 'd2', 'd3', 'd3'],
+                     ARRAY[(:'t'::bigint[])[2], (:'t'::bigint[])[4], (:'t'::bigint[])[1], (:'t'::bigint[])[3]]);
+SELECT * FROM detached();
+-- in a transaction that rolls back, none is kept
+BEGIN;
+SELECT dlock_acquire(ARRAY['r1', 'r2'], '1 min') IS NOT NULL AS acquired;
+ROLLBACK;
+SELECT * FROM detached();
+-- bad input
+SELECT attempt($$SELECT dlock_acquire(ARRAY['a', 'b'])$$);
+SELECT attempt($$SELECT dlock_acquire(ARRAY[]::text[], '1 min')$$);
+SELECT attempt($$SELECT dlock_release(ARRAY['a', 'b'], ARRAY[1]::bigint[])$$);
+SELECT attempt($$SELECT dlock_release(ARRAY['a'], ARRAY[NULL]::bigint[])$$);
+SELECT attempt($$SELECT dlock_release(NULL::text[], ARRAY[1]::bigint[])$$);
+SET client_min_messages = error;	-- the WARNINGs name the tokens
+SELECT dlock_release(ARRAY['a'], ARRAY[1]::bigint[]) AS not_held;
+RESET client_min_messages;
+DROP FUNCTION detached();
 DROP FUNCTION attempt(text);
 DROP FUNCTION mine();

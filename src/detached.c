@@ -13,14 +13,18 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
@@ -36,6 +40,9 @@ PG_FUNCTION_INFO_V1(dlock_release);
 /* the 1.5 SQL's symbols (its _ms arguments); the 1.4 names serve the 1.4 SQL */
 PG_FUNCTION_INFO_V1(dlock_acquire_1_5);
 PG_FUNCTION_INFO_V1(dlock_extend_1_5);
+/* several names at once (1.5) */
+PG_FUNCTION_INFO_V1(dlock_acquire_many);
+PG_FUNCTION_INFO_V1(dlock_release_many);
 
 /* Longest lease of a detached lock (documented in README.md). */
 #define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
@@ -106,58 +113,68 @@ detached_timed_out(const DlockHold *h, TimestampTz start)
 }
 
 /*
- * dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info,
- * min_hold, min_hold_ms) -> token, or NULL
+ * What a detached acquisition asks for besides the name, the same for one
+ * name or several: dlock_acquire(name(s), lease, timeout, shared, lease_ms,
+ * timeout_ms, info, min_hold, min_hold_ms).  name: for the hint of a
+ * missing lease.
  */
-Datum
-dlock_acquire(PG_FUNCTION_ARGS)
+typedef struct DetachedArgs
 {
-	DlockName	name;
 	int64		lease_us;
-	int64		timeout_us = 0;
+	int64		timeout_us;		/* -1: no limit; 0: do not wait */
 	bool		shared;
-	DlockRequest *r;
-	DlockHold	req;
-	DlockHold  *h;
-	int			pid;
-	int			procno;
-	int64		token;
-	TimestampTz start = GetCurrentTimestamp();
-	TimestampTz deadline;
 	DlockInfo	info;
-	int64		min_hold_us;
+	int64		min_hold_us;	/* -1: none */
+} DetachedArgs;
 
-	dlock_name_arg(fcinfo, 0, &name);
-	lease_us = dlock_lease_arg(fcinfo, 1, 4);
-	if (lease_us < 0)
+static void
+detached_args(FunctionCallInfo fcinfo, const DlockName *name, DetachedArgs *a)
+{
+	a->lease_us = dlock_lease_arg(fcinfo, 1, 4);
+	if (a->lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("a detached lock needs a lease"),
 				 errhint("Pass one, as in dlock_acquire('%s', '30s') or dlock_acquire('%s', lease_ms => 30000); extend it with dlock_extend while the work goes on.",
-						 dlock_display_name(&name), dlock_display_name(&name))));
-	if (lease_us > DLOCK_DETACHED_MAX_LEASE_US)
+						 dlock_display_name(name), dlock_display_name(name))));
+	if (a->lease_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Take a shorter lease and extend it with dlock_extend while the work goes on.")));
 	/* the full form's timeout DEFAULT '0' yields to a timeout_ms */
-	if (PG_NARGS() > 2)
-		timeout_us = dlock_timeout_arg(fcinfo, 2, 5, 0);
-	shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
-	dlock_info_arg(fcinfo, 6, &info);
-	min_hold_us = dlock_duration_arg(fcinfo, 7, 8, "min_hold", -1);
-	if (min_hold_us > DLOCK_DETACHED_MAX_LEASE_US)
+	a->timeout_us = PG_NARGS() > 2 ? dlock_timeout_arg(fcinfo, 2, 5, 0) : 0;
+	a->shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
+	dlock_info_arg(fcinfo, 6, &a->info);
+	a->min_hold_us = dlock_duration_arg(fcinfo, 7, 8, "min_hold", -1);
+	if (a->min_hold_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("min_hold of a detached lock must be at most 1 day")));
+}
+
+/*
+ * Acquire one detached lock as a asks, waiting until start + a->timeout_us:
+ * its token, or 0 if it was not acquired (the call's NULL).
+ */
+static int64
+acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
+{
+	DlockRequest *r;
+	DlockHold	req;
+	DlockHold  *h;
+	int			pid;
+	int			procno;
+	TimestampTz deadline;
+
 	if (RecoveryInProgress())
 		ereport(ERROR,
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot acquire lock \"%s\" during recovery", dlock_display_name(&name)),
+				 errmsg("cannot acquire lock \"%s\" during recovery", dlock_display_name(name)),
 				 errdetail("This server is a standby: detached locks are held on the primary only."),
 				 errhint("Take the lock on the primary.")));
 	dlock_backend_init();
-	pid = holder_pid(&procno, &name);
+	pid = holder_pid(&procno, name);
 	set_exit_hook();
 	dlock_acquired_reserve();
 
@@ -165,14 +182,14 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	h = &req;
 	memset(h, 0, sizeof(*h));
 	h->state = DLOCK_HOLD_FREE;
-	h->mode = shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
-	h->namelen = name.len;
-	memcpy(h->name, name.utf8, name.len);
-	h->infolen = info.len;
-	memcpy(h->info, info.utf8, info.len);
-	h->min_hold_us = Max(min_hold_us, 0);
+	h->mode = a->shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	h->namelen = name->len;
+	memcpy(h->name, name->utf8, name->len);
+	h->infolen = a->info.len;
+	memcpy(h->info, a->info.utf8, a->info.len);
+	h->min_hold_us = Max(a->min_hold_us, 0);
 	h->dbid = MyDatabaseId;
-	h->key = name.key;
+	h->key = name->key;
 	h->role = GetUserId();
 	h->limit_role = GetSessionUserId();
 	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
@@ -183,21 +200,21 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	h->counted = dlock_stats_tracking();
 
 	/* the holder may be slow to answer: the timeout bounds that too */
-	deadline = timeout_us > 0 ? start + timeout_us : 0;
+	deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
 	dlock_acquired_wait_undos(deadline);
 	if (!dlock_request_idle(&r, deadline))
 	{
 		detached_timed_out(h, start);
-		PG_RETURN_NULL();
+		return 0;
 	}
 	r->op = DLOCK_OP_ACQUIRE;
-	r->lease_us = lease_us;
+	r->lease_us = a->lease_us;
 	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (char *) h + sizeof(pg_atomic_uint32),
 		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
 	if (!dlock_request_send(r, pid, procno, deadline))
 	{
 		detached_timed_out(h, start);
-		PG_RETURN_NULL();
+		return 0;
 	}
 	switch (r->result)
 	{
@@ -206,41 +223,58 @@ dlock_acquire(PG_FUNCTION_ARGS)
 			dlock_acquired_count(h, DLOCK_STAT_ACQUIRED, -1);
 			/* from here, an error (a cancel) undoes it with the transaction */
 			DLOCK_FAULT("detached.recorded");
-			PG_RETURN_INT64(r->token);
+			return r->token;
 		case DLOCK_RES_BUSY:
-			if (timeout_us == 0)
+			if (a->timeout_us == 0)
 			{
 				dlock_acquired_count(h, DLOCK_STAT_BUSY, 0);
-				PG_RETURN_NULL();
+				return 0;
 			}
-			token = dlock_wait_acquire(&name, h, timeout_us < 0 ? 0 : start + timeout_us,
-									   lease_us);
-			if (token == 0)
-				PG_RETURN_NULL();
-			PG_RETURN_INT64(token);
+			return dlock_wait_acquire(name, h, a->timeout_us < 0 ? 0 : start + a->timeout_us,
+									  a->lease_us);
 		case DLOCK_RES_FULL:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("cannot acquire detached lock \"%s\": the lock holder holds dlock.max_detached_locks (%d) locks",
-							dlock_display_name(&name), dlock_detached->max_holds),
+							dlock_display_name(name), dlock_detached->max_holds),
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks\" (a restart).")));
 			break;
 		case DLOCK_RES_ROLE_FULL:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
-							dlock_display_name(&name), GetUserNameFromId(h->limit_role, false),
+							dlock_display_name(name), GetUserNameFromId(h->limit_role, false),
 							(int) r->token),
 					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever role is set."),
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
 			break;
 		case DLOCK_RES_NO_TOKEN:
-			dlock_wait_no_token_error(&name, r->token);
+			dlock_wait_no_token_error(name, r->token);
 			break;
 		default:
 			dlock_error_raise(&r->error);
 	}
-	PG_RETURN_NULL();			/* not reached */
+	return 0;					/* not reached */
+}
+
+/*
+ * dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info,
+ * min_hold, min_hold_ms) -> token, or NULL
+ */
+Datum
+dlock_acquire(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	DetachedArgs a;
+	TimestampTz start = GetCurrentTimestamp();
+	int64		token;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	detached_args(fcinfo, &name, &a);
+	token = acquire_one(&name, &a, start);
+	if (token == 0)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
 }
 
 /*
@@ -389,25 +423,19 @@ dlock_extend(PG_FUNCTION_ARGS)
 	PG_RETURN_NULL();			/* not reached */
 }
 
-/* dlock_release(name, token) -> released? */
-Datum
-dlock_release(PG_FUNCTION_ARGS)
+/* Release (name, token): true, or false with a WARNING that says why not. */
+static bool
+release_one(const DlockName *namep, int64 token)
 {
-	DlockName	name;
-	int64		token;
+	DlockName	name = *namep;
 	DlockRequest *r;
 	TimestampTz expired;
 
-	dlock_name_arg(fcinfo, 0, &name);
-	check_token_arg(fcinfo, 1);
-	token = PG_GETARG_INT64(1);
-	dlock_require_preload("Detached locks are held by a background worker.");
-	dlock_backend_init();
 	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0, NULL);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
-			PG_RETURN_BOOL(true);
+			return true;
 		case DLOCK_RES_EXPIRED:
 			ereport(WARNING,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
@@ -438,7 +466,22 @@ dlock_release(PG_FUNCTION_ARGS)
 		default:
 			dlock_error_raise(&r->error);
 	}
-	PG_RETURN_BOOL(false);
+	return false;
+}
+
+/* dlock_release(name, token) -> released? */
+Datum
+dlock_release(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		token;
+
+	dlock_name_arg(fcinfo, 0, &name);
+	check_token_arg(fcinfo, 1);
+	token = PG_GETARG_INT64(1);
+	dlock_require_preload("Detached locks are held by a background worker.");
+	dlock_backend_init();
+	PG_RETURN_BOOL(release_one(&name, token));
 }
 
 Datum
@@ -451,4 +494,170 @@ Datum
 dlock_extend_1_5(PG_FUNCTION_ARGS)
 {
 	return dlock_extend(fcinfo);
+}
+
+/*
+ * Several names at once (1.5).  dlock_acquire given a text[] acquires a
+ * detached lock of each name, in key order, or none: the tokens in the
+ * order of the names given (a name given twice: one lock, its token
+ * twice), or NULL.  The acquisitions are made in an internal
+ * subtransaction; when one is not granted (busy, the deadline, an error),
+ * rolling it back undoes all of them as a rollback does: at once, whatever
+ * their min_hold.
+ */
+static bool
+acquire_all(const DlockName *names, int n, const DetachedArgs *a, TimestampTz start,
+			int64 *tokens)
+{
+	for (int i = 0; i < n; i++)
+	{
+		DLOCK_FAULT("detached.many");
+		tokens[i] = acquire_one(&names[i], a, start);
+		if (tokens[i] == 0)
+			return false;
+	}
+	return true;
+}
+
+static int
+name_of_key(const DlockName *names, int n, int64 key)
+{
+	int			lo = 0;
+	int			hi = n - 1;
+
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (names[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+Datum
+dlock_acquire_many(PG_FUNCTION_ARGS)
+{
+	DlockName  *names;
+	int			n;
+	DetachedArgs a;
+	TimestampTz start = GetCurrentTimestamp();
+	int64	   *tokens;
+	volatile bool ok = false;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	Datum	   *out;
+
+	n = dlock_names_arg(fcinfo, 0, &names);
+	detached_args(fcinfo, &names[0], &a);
+	tokens = palloc0(sizeof(int64) * n);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		ok = acquire_all(names, n, &a, start, tokens);
+		if (ok)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
+	if (!ok)
+		PG_RETURN_NULL();
+
+	/* the tokens in the order of the names given */
+	arr = PG_GETARG_ARRAYTYPE_P(0);
+	deconstruct_array(arr, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &nelems);
+	out = palloc(sizeof(Datum) * nelems);
+	for (int i = 0; i < nelems; i++)
+	{
+		DlockName	name;
+
+		dlock_name_text(DatumGetTextPP(elems[i]), &name);
+		out[i] = Int64GetDatum(tokens[name_of_key(names, n, name.key)]);
+	}
+	PG_RETURN_ARRAYTYPE_P(construct_array(out, nelems, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
+}
+
+/*
+ * dlock_release(names text[], tokens bigint[]): each (name, token) pair
+ * released, in the order given (a pair given twice, once); true if every
+ * one was held.
+ */
+Datum
+dlock_release_many(PG_FUNCTION_ARGS)
+{
+	ArrayType  *narr;
+	ArrayType  *tarr;
+	Datum	   *nelems;
+	Datum	   *telems;
+	bool	   *nnulls;
+	bool	   *tnulls;
+	int			n;
+	int			nt;
+	DlockName  *names;
+	bool		all = true;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("arrays of lock names and tokens must not be null")));
+	narr = PG_GETARG_ARRAYTYPE_P(0);
+	tarr = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(narr, TEXTOID, -1, false, TYPALIGN_INT, &nelems, &nnulls, &n);
+	deconstruct_array(tarr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &telems, &tnulls, &nt);
+	if (n != nt)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("arrays of lock names and tokens must have the same number of elements"),
+				 errdetail("There are %d names and %d tokens.", n, nt)));
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("array of lock names must not be empty")));
+	names = palloc(sizeof(DlockName) * n);
+	for (int i = 0; i < n; i++)
+	{
+		if (nnulls[i])
+			dlock_name_null();
+		if (tnulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("token must not be null"),
+					 errhint("Pass the tokens dlock_acquire returned.")));
+		dlock_name_text(DatumGetTextPP(nelems[i]), &names[i]);
+	}
+	dlock_require_preload("Detached locks are held by a background worker.");
+	dlock_backend_init();
+	for (int i = 0; i < n; i++)
+	{
+		bool		again = false;
+
+		for (int j = 0; j < i && !again; j++)
+			again = names[j].key == names[i].key &&
+				DatumGetInt64(telems[j]) == DatumGetInt64(telems[i]);
+		if (!again)
+			all &= release_one(&names[i], DatumGetInt64(telems[i]));
+	}
+	PG_RETURN_BOOL(all);
 }

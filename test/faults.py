@@ -357,6 +357,26 @@ def sc_detached_min_hold_cancel(run, point, pid):
     close(a, obs)
 
 
+def sc_detached_several(run, point, pid):
+    """Detached locks of several names, the fault landing after the first is
+    acquired (skip 1): told tokens, each name is held; told NULL or an error,
+    none is, once the lock holder has undone them."""
+    obs, a = server_conn(), connect()
+    c = server_conn()
+    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, 1)", (point, run.action, STALL_MS, pid_of(a)))
+    c.close()
+    answer, error = try_q(a, "SELECT dlock_acquire(ARRAY['m1', 'm2', 'm3'], '30s')")
+    held = "SELECT count(*) FROM dlock_locks WHERE name IN ('m1', 'm2', 'm3') AND scope = 'detached' AND granted"
+    if run.action != "kill" and not died(obs):
+        if answer is not None and not wait_until(lambda: q(obs, held) == 3, 5):
+            run.bad("told tokens %s, holds %s of 3" % (answer, q(obs, held)))
+        elif answer is None and not wait_until(lambda: q(obs, held) == 0, 5):
+            run.bad("told %s, yet %s of the names are held"
+                    % (error.pgcode if error else "NULL", q(obs, held)))
+    release_all_detached()
+    close(a, obs)
+
+
 def sc_detached_wait(run, point, pid, cancel=False):
     obs, a, b = server_conn(), connect(), connect()
     apid = pid_of(a)
@@ -619,6 +639,7 @@ SCENARIOS = {
     "lock.many": [(sc_several, "caller", ALL), (sc_several_xact, "caller", ALL)],
     "renew.marked": [(sc_renew, "caller", ALL)],
     "detached.sent": [(sc_detached, "caller", ALL)],
+    "detached.many": [(sc_detached_several, "caller", ALL)],
     "detached.recorded": [(sc_detached, "caller", ALL)],
     "detached.undo": [(sc_detached_undo, "caller", ("stall", "fatal", "kill"))],
     "detached.ticket": [(sc_detached_wait, "caller", ALL)],

@@ -124,8 +124,8 @@ SELECT database::name COLLATE "C" AS database, name, key, mode, scope, granted, 
 COMMENT ON VIEW dlock_locks IS
 'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time and info';
 
--- Several names at once: the same four calls, dlock_acquire, dlock_unlock
--- and dlock_release given a text[], all of the names or none, taken in key
+-- Several names at once: the same four calls, dlock_acquire and
+-- dlock_unlock given a text[], all of the names or none, taken in key
 -- order.  New overloads:
 -- a name given as a literal or a text parameter still resolves to the
 -- one-name functions (the string category is preferred over an array).
@@ -171,15 +171,12 @@ RETURNS bigint[]
 AS 'MODULE_PATHNAME', 'dlock_acquire_many'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION dlock_release(names text[], tokens bigint[])
-RETURNS boolean
-AS 'MODULE_PATHNAME', 'dlock_release_many'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+-- (No dlock_release(text[], bigint[]): with it, dlock_release('job', $1)
+-- with an unknown-typed parameter, as node-postgres sends one, would be
+-- ambiguous.  Release several with unnest, README.md "Several names".)
 
 COMMENT ON FUNCTION dlock_acquire(text[], interval, interval, boolean, bigint, bigint, text, interval, bigint) IS
 'acquire a detached lock of every one of the names, in key order, or none: their fencing tokens in the order of the names, or NULL';
-COMMENT ON FUNCTION dlock_release(text[], bigint[]) IS
-'release the detached lock of each name held with the token at the same place; true if each was';
 COMMENT ON FUNCTION dlock_try(text[], boolean, interval, bigint, text) IS
 'take every one of the named locks now, or none';
 COMMENT ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text) IS

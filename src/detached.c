@@ -42,7 +42,6 @@ PG_FUNCTION_INFO_V1(dlock_acquire_1_5);
 PG_FUNCTION_INFO_V1(dlock_extend_1_5);
 /* several names at once (1.5) */
 PG_FUNCTION_INFO_V1(dlock_acquire_many);
-PG_FUNCTION_INFO_V1(dlock_release_many);
 
 /* Longest lease of a detached lock (documented in README.md). */
 #define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
@@ -597,67 +596,4 @@ dlock_acquire_many(PG_FUNCTION_ARGS)
 		out[i] = Int64GetDatum(tokens[name_of_key(names, n, name.key)]);
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, nelems, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
-}
-
-/*
- * dlock_release(names text[], tokens bigint[]): each (name, token) pair
- * released, in the order given (a pair given twice, once); true if every
- * one was held.
- */
-Datum
-dlock_release_many(PG_FUNCTION_ARGS)
-{
-	ArrayType  *narr;
-	ArrayType  *tarr;
-	Datum	   *nelems;
-	Datum	   *telems;
-	bool	   *nnulls;
-	bool	   *tnulls;
-	int			n;
-	int			nt;
-	DlockName  *names;
-	bool		all = true;
-
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("arrays of lock names and tokens must not be null")));
-	narr = PG_GETARG_ARRAYTYPE_P(0);
-	tarr = PG_GETARG_ARRAYTYPE_P(1);
-	deconstruct_array(narr, TEXTOID, -1, false, TYPALIGN_INT, &nelems, &nnulls, &n);
-	deconstruct_array(tarr, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE, &telems, &tnulls, &nt);
-	if (n != nt)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("arrays of lock names and tokens must have the same number of elements"),
-				 errdetail("There are %d names and %d tokens.", n, nt)));
-	if (n == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("array of lock names must not be empty")));
-	names = palloc(sizeof(DlockName) * n);
-	for (int i = 0; i < n; i++)
-	{
-		if (nnulls[i])
-			dlock_name_null();
-		if (tnulls[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("token must not be null"),
-					 errhint("Pass the tokens dlock_acquire returned.")));
-		dlock_name_text(DatumGetTextPP(nelems[i]), &names[i]);
-	}
-	dlock_require_preload("Detached locks are held by a background worker.");
-	dlock_backend_init();
-	for (int i = 0; i < n; i++)
-	{
-		bool		again = false;
-
-		for (int j = 0; j < i && !again; j++)
-			again = names[j].key == names[i].key &&
-				DatumGetInt64(telems[j]) == DatumGetInt64(telems[i]);
-		if (!again)
-			all &= release_one(&names[i], DatumGetInt64(telems[i]));
-	}
-	PG_RETURN_BOOL(all);
 }

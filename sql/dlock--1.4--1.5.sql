@@ -188,13 +188,15 @@ COMMENT ON FUNCTION dlock_lock_xact(text[], interval, boolean, interval, bigint,
 COMMENT ON FUNCTION dlock_unlock(text[], boolean) IS
 'release one session hold of each of the named locks; true if each was held';
 
--- What a DBA changed on the 1.4 functions (these eight) goes to their 1.5
--- successors, as an ALTER would have kept it: the owner, the privileges
--- (GRANT, REVOKE; also where ALTER DEFAULT PRIVILEGES would give the new
--- function others) and the settings (ALTER FUNCTION ... SET).  The initial
--- privileges pg_init_privs recorded for the old function become the new
--- one's, so that pg_dump dumps the DBA's changes as it did.  (A grant made
--- by another grantor than the owner is made again by the owner.)
+-- What a DBA changed on the 1.4 functions goes to their 1.5 successors, as
+-- an ALTER would have kept it: the owner, the privileges (GRANT, REVOKE;
+-- also where ALTER DEFAULT PRIVILEGES would give the new function others)
+-- and the settings (ALTER FUNCTION ... SET).  The initial privileges that
+-- pg_init_privs recorded for the old function become the new one's, so
+-- that pg_dump dumps the DBA's changes as it did.  The new text[] forms
+-- get the same from the one-name function they stand beside (move false:
+-- its initial privileges are copied).  A grant made by another grantor
+-- than the owner is made again by the owner.
 DO $carry$
 DECLARE
   f record;
@@ -202,15 +204,33 @@ DECLARE
   new_acl aclitem[];
 BEGIN
   FOR f IN
-    SELECT o.oid AS old_oid, n.oid::regprocedure AS new_fn, o.proowner,
+    SELECT o.oid AS old_oid, v.new::regprocedure AS new_fn, o.proowner,
            coalesce(o.proacl, acldefault('f', o.proowner)) AS old_acl, o.proconfig,
-           pg_get_userbyid(o.proowner) AS owner_name
-      FROM pg_proc o
-      JOIN pg_proc n ON n.proname = left(o.proname, -4) AND n.pronamespace = o.pronamespace
-     WHERE o.pronamespace = '@extschema@'::regnamespace
-       AND o.proname IN ('dlock_try_1_4', 'dlock_lock_1_4', 'dlock_try_xact_1_4', 'dlock_lock_xact_1_4',
-                         'dlock_renew_1_4', 'dlock_acquire_1_4', 'dlock_extend_1_4', 'dlock_locks_1_4')
-       AND n.prosrc = o.prosrc || '_1_5'
+           pg_get_userbyid(o.proowner) AS owner_name, v.move
+      FROM (VALUES
+        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(dlock_name,boolean,interval,bigint,text)', true),
+        ('dlock_lock_1_4(dlock_name,interval,boolean,interval)',
+         'dlock_lock(dlock_name,interval,boolean,interval,bigint,bigint,text)', true),
+        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(dlock_name,boolean,interval,bigint,text)', true),
+        ('dlock_lock_xact_1_4(dlock_name,interval,boolean,interval)',
+         'dlock_lock_xact(dlock_name,interval,boolean,interval,bigint,bigint,text)', true),
+        ('dlock_renew_1_4(text,interval)', 'dlock_renew(text,interval,bigint,text)', true),
+        ('dlock_acquire_1_4(dlock_name,interval,interval,boolean)',
+         'dlock_acquire(dlock_name,interval,interval,boolean,bigint,bigint,text,interval,bigint)', true),
+        ('dlock_extend_1_4(text,bigint,interval)', 'dlock_extend(text,bigint,interval,bigint,text)', true),
+        ('dlock_locks_1_4()', 'dlock_locks()', true),
+        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(text[],boolean,interval,bigint,text)', false),
+        ('dlock_lock_1_4(dlock_name,interval,boolean,interval)',
+         'dlock_lock(text[],interval,boolean,interval,bigint,bigint,text)', false),
+        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(text[],boolean,interval,bigint,text)', false),
+        ('dlock_lock_xact_1_4(dlock_name,interval,boolean,interval)',
+         'dlock_lock_xact(text[],interval,boolean,interval,bigint,bigint,text)', false),
+        ('dlock_unlock(dlock_name,boolean)', 'dlock_unlock(text[],boolean)', false),
+        ('dlock_acquire_1_4(dlock_name,interval,interval,boolean)',
+         'dlock_acquire(text[],interval,interval,boolean,bigint,bigint,text,interval,bigint)', false)
+      ) AS v(old, new, move)
+      JOIN pg_proc o ON o.oid = v.old::regprocedure
+     ORDER BY v.move DESC
   LOOP
     IF f.proowner <> (SELECT proowner FROM pg_proc WHERE oid = f.new_fn) THEN
       EXECUTE format('ALTER FUNCTION %s OWNER TO %I', f.new_fn, f.owner_name);
@@ -230,7 +250,8 @@ BEGIN
     END IF;
     DELETE FROM pg_catalog.pg_init_privs
      WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new_fn AND objsubid = 0;
-    UPDATE pg_catalog.pg_init_privs SET objoid = f.new_fn
+    INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+    SELECT f.new_fn, classoid, objsubid, privtype, initprivs FROM pg_catalog.pg_init_privs
      WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.old_oid AND objsubid = 0;
     IF f.proconfig IS NOT NULL THEN
       -- copied as stored: ALTER FUNCTION ... SET would re-quote a list

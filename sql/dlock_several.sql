@@ -67,6 +67,22 @@ SELECT dlock_try_xact(ARRAY['p', 'q']);
 ROLLBACK TO s;
 SELECT * FROM mine();
 COMMIT;
+-- a call told false leaves the holds it found as they were, lease and
+-- info too (they are given only once every name is granted); key order
+-- here: a < c < a2 < b
+SELECT dlock_try('a', info => 'mine');
+SELECT dlock_try(ARRAY['a', 'b'], lease => '1 s', info => 'batch');
+SELECT name, info, lease_expires IS NULL AS no_lease FROM dlock_locks WHERE pid = pg_backend_pid();
+BEGIN;
+SELECT dlock_try_xact('a2');
+SELECT dlock_try_xact(ARRAY['a2', 'b'], lease => '1 s', info => 'batch');
+SELECT name, info, lease_expires IS NULL AS no_lease FROM dlock_locks WHERE pid = pg_backend_pid() ORDER BY name;
+COMMIT;
+-- granted: every name's lease counts from the end of the call
+SELECT dlock_try(ARRAY['a', 'c'], lease => '1 min', info => 'batch');
+SELECT string_agg(name || ': ' || info, ', ' ORDER BY name) AS holds,
+       count(DISTINCT lease_expires) AS expiries FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock_all();
 SELECT dlock_release('b', :tb);
 
 -- bad input: refused before anything is taken

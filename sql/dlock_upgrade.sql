@@ -125,6 +125,11 @@ GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bi
 REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text)
   FROM regress_dlock_worker CASCADE;
 ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text) RESET ALL;
+-- (the text[] forms got the same from the one-name forms)
+GRANT EXECUTE ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text) TO PUBLIC;
+REVOKE ALL ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text)
+  FROM regress_dlock_worker CASCADE;
+ALTER FUNCTION dlock_try(text[], boolean, interval, bigint, text) RESET ALL;
 DROP ROLE regress_dlock_worker;
 SELECT my_job(), dlock_try('old-forms', lease_ms => 60000),
        dlock_extend('old-detached', :old_detached, lease_ms => 60000) > now() AS extended_ms;

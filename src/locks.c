@@ -427,7 +427,11 @@ typedef struct AcquireArgs
 	uint8		mode;
 	int64		lease_us;		/* -1: none */
 	DlockInfo	info;
+	bool		defer;			/* several names: the lease and info are given
+								 * once all are granted (give_deferred) */
 } AcquireArgs;
+
+static const DlockInfo no_info = {false, NULL, 0};
 
 static pg_attribute_always_inline void
 acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
@@ -435,6 +439,7 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 	int			arg = 1;
 
 	a->timeout_us = 0;
+	a->defer = false;
 	if (can_wait)
 		a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
 	a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
@@ -448,8 +453,8 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 {
 	DlockName	name = *namep;
 	int64		timeout_us = a->timeout_us;
-	int64		lease_us = a->lease_us;
-	const DlockInfo *infop = &a->info;
+	int64		lease_us = a->defer ? -1 : a->lease_us;
+	const DlockInfo *infop = a->defer ? &no_info : &a->info;
 	uint8		mode = a->mode;
 	LOCKMODE	lockmode;
 	LOCKTAG		tag;
@@ -466,8 +471,9 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 
 	dlock_backend_init();
 	lockmode = DlockLockMode(mode);
-	ref = dlock_entry_for(&name, mode, lease_us >= 0 ? DLOCK_NEED_LEASE :
-						  infop->given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
+	/* room for a lease or info, deferred or not, before anything is taken */
+	ref = dlock_entry_for(&name, mode, a->lease_us >= 0 ? DLOCK_NEED_LEASE :
+						  a->info.given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
 	if (xact)
 		dlock_xact_hold_reserve();
 	dlock_entry_drop_stale_session(ref);
@@ -492,7 +498,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, infop);
+		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, &a->info);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
 			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
@@ -643,6 +649,66 @@ dlock_unlock(PG_FUNCTION_ARGS)
  * subtransaction that is rolled back, so that the lock manager and
  * dlock's transaction callbacks drop them as at any rollback.
  */
+/*
+ * Once all the names are granted: their lease, counted from now, and their
+ * info, as one acquisition of each would have given them.  The markers are
+ * the step that can fail (the lock table): taken first, and dropped again
+ * if one cannot be, before any entry changes; the caller then gives back
+ * what it took.  So a call told false or an error leaves the holds this
+ * session had before it as they were (lease, info).
+ */
+static void
+give_deferred(const DlockName *names, int n, const AcquireArgs *a)
+{
+	bool	   *took = palloc0(sizeof(bool) * n);
+	volatile int i = 0;
+	TimestampTz expires = 0;
+
+	if (a->lease_us >= 0)
+	{
+		PG_TRY();
+		{
+			for (i = 0; i < n; i++)
+			{
+				DlockEntry *e = dlock_entry_at(dlock_entry_find(names[i].key, a->mode));
+
+				if (e->nsession > 0 && !dlock_marker_held(names[i].key, a->mode))
+				{
+					dlock_marker_take(names[i].key, a->mode);
+					took[i] = true;
+				}
+			}
+		}
+		PG_CATCH();
+		{
+			for (int j = 0; j < n; j++)
+				if (took[j])
+					dlock_marker_drop(names[j].key, a->mode);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		/* dlock_lease_arg() checked that this cannot overflow */
+		expires = GetCurrentTimestamp() + a->lease_us;
+		dlock_lease_note(expires);
+	}
+	for (i = 0; i < n; i++)
+	{
+		int			ref = dlock_entry_find(names[i].key, a->mode);
+		DlockEntry *e = dlock_entry_at(ref);
+
+		dlock_change_begin(ref);
+		if (a->lease_us >= 0)
+		{
+			e->lease_us = a->lease_us;
+			e->lease_expires = expires;
+		}
+		dlock_entry_set_info(e, &a->info);
+		dlock_change_end(ref);
+	}
+	if (expires != 0)
+		dlock_lease_wake_reaper(expires);
+}
+
 static bool
 take_names(const DlockName *names, int n, bool xact, bool can_wait, const AcquireArgs *a,
 		   volatile int *taken)
@@ -650,6 +716,7 @@ take_names(const DlockName *names, int n, bool xact, bool can_wait, const Acquir
 	AcquireArgs one = *a;
 	TimestampTz deadline = a->timeout_us > 0 ? GetCurrentTimestamp() + a->timeout_us : 0;
 
+	one.defer = true;
 	for (int i = 0; i < n; i++)
 	{
 		/* what is left of the call's timeout; none left: try once */
@@ -660,6 +727,8 @@ take_names(const DlockName *names, int n, bool xact, bool can_wait, const Acquir
 			return false;
 		(*taken)++;
 	}
+	if (a->lease_us >= 0 || a->info.given)
+		give_deferred(names, n, a);
 	return true;
 }
 

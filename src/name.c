@@ -207,6 +207,7 @@ dlock_names_arg(FunctionCallInfo fcinfo, int argno, DlockName **names)
 	out = palloc(sizeof(DlockName) * n);
 	for (i = 0; i < n; i++)
 	{
+		CHECK_FOR_INTERRUPTS();
 		if (nulls[i])
 			dlock_name_null();
 		dlock_name_text(DatumGetTextPP(elems[i]), &out[i]);

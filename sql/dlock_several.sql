@@ -142,6 +142,13 @@ SELECT * FROM detached();
 SELECT bool_and(dlock_release(n, t)) FROM unnest(ARRAY['d1', 'd3', 'd2'], (:'t'::bigint[])[2:4]) AS u(n, t);
 SELECT attempt($$SELECT dlock_release('d', NULL)$$);
 SELECT * FROM detached();
+-- a name waited for longer than the lease: the names granted before it are
+-- still held when the call returns, each with its lease from then
+SELECT dlock_acquire('b', '2 s') AS tb3 \gset
+SELECT dlock_acquire(ARRAY['a', 'b'], lease => '1 s', timeout => '10 s') AS tab \gset
+SELECT name, granted, lease_expires <= now() + interval '1 s' AS the_lease_asked
+  FROM dlock_locks WHERE scope = 'detached' ORDER BY name;
+SELECT bool_and(dlock_release(n, t)) FROM unnest(ARRAY['a', 'b'], :'tab'::bigint[]) AS u(n, t);
 -- in a transaction that rolls back, none is kept
 BEGIN;
 SELECT dlock_acquire(ARRAY['r1', 'r2'], '1 min') IS NOT NULL AS acquired;

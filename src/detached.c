@@ -24,7 +24,6 @@
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
@@ -33,6 +32,7 @@
 #include "leases.h"
 #include "slots.h"
 #include "stats.h"
+#include "subxact.h"
 
 PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
@@ -502,17 +502,42 @@ dlock_extend_1_5(PG_FUNCTION_ARGS)
  * twice), or NULL.  The acquisitions are made in an internal
  * subtransaction; when one is not granted (busy, the deadline, an error),
  * rolling it back undoes all of them as a rollback does: at once, whatever
- * their min_hold.
+ * their min_hold.  While later names are waited for, the earlier ones hold
+ * the longest lease; once all are granted each is extended to the lease
+ * asked for, counted from then, so that none can run out before the call
+ * returns (one that did, or that a waiter let go meanwhile, fails the
+ * extension, and the call returns NULL).
  */
-static bool
-acquire_all(const DlockName *names, int n, const DetachedArgs *a, TimestampTz start,
-			int64 *tokens)
+typedef struct AcquireAll
 {
-	for (int i = 0; i < n; i++)
+	const DlockName *names;
+	int			n;
+	const DetachedArgs *a;
+	TimestampTz start;
+	int64	   *tokens;
+} AcquireAll;
+
+static bool
+acquire_all(void *arg)
+{
+	AcquireAll *all = (AcquireAll *) arg;
+	DetachedArgs interim = *all->a;
+
+	interim.lease_us = DLOCK_DETACHED_MAX_LEASE_US;
+	for (int i = 0; i < all->n; i++)
 	{
 		DLOCK_FAULT("detached.many");
-		tokens[i] = acquire_one(&names[i], a, start);
-		if (tokens[i] == 0)
+		all->tokens[i] = acquire_one(&all->names[i], &interim, all->start);
+		if (all->tokens[i] == 0)
+			return false;
+	}
+	for (int i = 0; i < all->n; i++)
+	{
+		DlockRequest *r;
+
+		(void) ask_holder(&r, &all->names[i], all->tokens[i], DLOCK_OP_EXTEND,
+						  all->a->lease_us, NULL);
+		if (r->result != DLOCK_RES_OK)
 			return false;
 	}
 	return true;
@@ -542,11 +567,7 @@ dlock_acquire_many(PG_FUNCTION_ARGS)
 	DlockName  *names;
 	int			n;
 	DetachedArgs a;
-	TimestampTz start = GetCurrentTimestamp();
-	int64	   *tokens;
-	volatile bool ok = false;
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
+	AcquireAll	all;
 	ArrayType  *arr;
 	Datum	   *elems;
 	bool	   *nulls;
@@ -555,33 +576,12 @@ dlock_acquire_many(PG_FUNCTION_ARGS)
 
 	n = dlock_names_arg(fcinfo, 0, &names);
 	detached_args(fcinfo, &names[0], &a);
-	tokens = palloc0(sizeof(int64) * n);
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		ok = acquire_all(names, n, &a, start, tokens);
-		if (ok)
-			ReleaseCurrentSubTransaction();
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
-	if (!ok)
+	all.names = names;
+	all.n = n;
+	all.a = &a;
+	all.start = GetCurrentTimestamp();
+	all.tokens = palloc0(sizeof(int64) * n);
+	if (!dlock_in_subxact(acquire_all, &all))
 		PG_RETURN_NULL();
 
 	/* the tokens in the order of the names given */
@@ -593,7 +593,7 @@ dlock_acquire_many(PG_FUNCTION_ARGS)
 		DlockName	name;
 
 		dlock_name_text(DatumGetTextPP(elems[i]), &name);
-		out[i] = Int64GetDatum(tokens[name_of_key(names, n, name.key)]);
+		out[i] = Int64GetDatum(all.tokens[name_of_key(names, n, name.key)]);
 	}
 	PG_RETURN_ARRAYTYPE_P(construct_array(out, nelems, INT8OID, sizeof(int64), true, TYPALIGN_DOUBLE));
 }

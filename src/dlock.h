@@ -22,6 +22,7 @@
  *     sha256.c/.h    the hash of names
  *     name.c/.h      names, keys (dlock_key), argument checks, SQL values
  *     changecount.c/.h  the change counter: one writer, readers that copy
+ *     subxact.c/.h   a step in an internal subtransaction (several names)
  *  2. shared memory and per-backend records
  *     slots.c/.h     the per-backend slots in shared memory (DlockEntry)
  *     entry_index.c/.h  a backend's index (key, mode) -> entry

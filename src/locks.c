@@ -28,7 +28,6 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/resowner.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -41,6 +40,7 @@
 #include "locks.h"
 #include "name.h"
 #include "stats.h"
+#include "subxact.h"
 #include "tokens.h"
 
 PG_FUNCTION_INFO_V1(dlock_try);
@@ -732,6 +732,24 @@ take_names(const DlockName *names, int n, bool xact, bool can_wait, const Acquir
 	return true;
 }
 
+/* take_names as a subtransaction's step (dlock_in_subxact) */
+typedef struct TakeNames
+{
+	const DlockName *names;
+	int			n;
+	bool		can_wait;
+	const AcquireArgs *a;
+	int			taken;
+} TakeNames;
+
+static bool
+take_names_step(void *arg)
+{
+	TakeNames  *t = (TakeNames *) arg;
+
+	return take_names(t->names, t->n, true, t->can_wait, t->a, &t->taken);
+}
+
 static bool
 acquire_many(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 {
@@ -740,48 +758,29 @@ acquire_many(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	AcquireArgs a;
 	volatile int taken = 0;
 	volatile bool ok = false;
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 
 	n = dlock_names_arg(fcinfo, 0, &names);
 	acquire_args(fcinfo, can_wait, &a);
 	if (xact)
 	{
-		BeginInternalSubTransaction(NULL);
-		MemoryContextSwitchTo(cxt);
+		TakeNames	t = {names, n, can_wait, &a, 0};
+
+		return dlock_in_subxact(take_names_step, &t);
 	}
 	PG_TRY();
 	{
-		ok = take_names(names, n, xact, can_wait, &a, &taken);
-		if (xact && ok)
-			ReleaseCurrentSubTransaction();
-		else if (xact)
-			RollbackAndReleaseCurrentSubTransaction();
-		else if (!ok)
+		ok = take_names(names, n, false, can_wait, &a, &taken);
+		if (!ok)
 			while (taken > 0)
 				(void) unlock_name(&names[--taken], a.mode);
 	}
 	PG_CATCH();
 	{
-		if (xact)
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(cxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			RollbackAndReleaseCurrentSubTransaction();
-			MemoryContextSwitchTo(cxt);
-			CurrentResourceOwner = owner;
-			ReThrowError(edata);
-		}
 		while (taken > 0)
 			(void) unlock_name(&names[--taken], a.mode);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
 	return ok;
 }
 

@@ -282,7 +282,7 @@ dlock_acquire(PG_FUNCTION_ARGS)
  */
 static bool
 ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
-		   int64 lease_us, const DlockInfo *info)
+		   int64 lease_us, const DlockInfo *info, TimestampTz deadline)
 {
 	DlockRequest *r;
 	int			pid = 0;
@@ -290,7 +290,8 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 	int			i;
 
 	set_exit_hook();
-	(void) dlock_request_idle(rp, 0);
+	if (!dlock_request_idle(rp, deadline))
+		return false;
 	r = *rp;
 	r->op = op;
 	r->lease_us = lease_us;
@@ -342,8 +343,7 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 		r->result = DLOCK_RES_NOT_HELD;
 		return false;
 	}
-	(void) dlock_request_send(r, pid, procno, 0);
-	return true;
+	return dlock_request_send(r, pid, procno, deadline);
 }
 
 static void
@@ -385,7 +385,7 @@ dlock_extend(PG_FUNCTION_ARGS)
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Extend it again before it runs out.")));
 	dlock_backend_init();
-	(void) ask_holder(&r, &name, token, DLOCK_OP_EXTEND, lease_us, &info);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_EXTEND, lease_us, &info, 0);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
@@ -430,7 +430,7 @@ release_one(const DlockName *namep, int64 token)
 	DlockRequest *r;
 	TimestampTz expired;
 
-	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0, NULL);
+	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0, NULL, 0);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
@@ -506,7 +506,8 @@ dlock_extend_1_5(PG_FUNCTION_ARGS)
  * the longest lease; once all are granted each is extended to the lease
  * asked for, counted from then, so that none can run out before the call
  * returns (one that did, or that a waiter let go meanwhile, fails the
- * extension, and the call returns NULL).
+ * extension, and the call returns NULL).  The call's timeout bounds the
+ * extensions too, as it bounds a slow lock holder for one name.
  */
 typedef struct AcquireAll
 {
@@ -535,10 +536,14 @@ acquire_all(void *arg)
 	{
 		DlockRequest *r;
 
-		(void) ask_holder(&r, &all->names[i], all->tokens[i], DLOCK_OP_EXTEND,
-						  all->a->lease_us, NULL);
+		if (!ask_holder(&r, &all->names[i], all->tokens[i], DLOCK_OP_EXTEND,
+						all->a->lease_us, NULL,
+						all->a->timeout_us > 0 ? all->start + all->a->timeout_us : 0))
+			return false;		/* no such hold, or the deadline */
+		if (r->result == DLOCK_RES_ERROR)
+			dlock_error_raise(&r->error);
 		if (r->result != DLOCK_RES_OK)
-			return false;
+			return false;		/* ran out, or let go */
 	}
 	return true;
 }

@@ -757,7 +757,7 @@ acquire_many(FunctionCallInfo fcinfo, bool xact, bool can_wait)
 	int			n;
 	AcquireArgs a;
 	volatile int taken = 0;
-	volatile bool ok = false;
+	volatile bool ok;
 
 	n = dlock_names_arg(fcinfo, 0, &names);
 	acquire_args(fcinfo, can_wait, &a);

@@ -263,6 +263,28 @@ def t_leader_election():
     close_all(obs, c.conn)
 
 
+@check("several detached names: the call's timeout bounds a stalled lock holder too (NULL at the deadline, none kept)")
+def t_several_holder_stalled():
+    # key order: sv-b < sv-c; sv-b is granted by the lock holder at once,
+    # sv-c is waited for by a waiter process; once that one is granted the
+    # holder must extend sv-b, and it is stopped
+    obs, a = connect(), connect()
+    q(a, "SELECT dlock_try('sv-c')")
+    holder = process_pid("dlock lock holder")
+    w = Waiter("SELECT dlock_acquire(ARRAY['sv-c', 'sv-b'], '30s', timeout => '2s')")
+    w.start()
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'sv-c' AND NOT granted") == 1, 5),
+           "the call never waited for sv-c")
+    with stopped(holder):
+        q(a, "SELECT dlock_unlock('sv-c')")
+        w.join(10)
+    expect(w.error is None and w.result is None, "told %r / %r" % (w.result, w.error))
+    expect(w.elapsed < 3.5, "returned after %.1f s, its timeout was 2 s" % w.elapsed)
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name IN ('sv-b', 'sv-c')") == 0, 10),
+           "left held: %s" % q(obs, "SELECT string_agg(name, ',') FROM dlock_locks WHERE name IN ('sv-b', 'sv-c')"))
+    close_all(obs, a, w.conn)
+
+
 @check("waiter terminated: it leaves the queue and the view, the holder is unaffected")
 def t_waiter_terminated():
     a, obs, w = held_and_awaited("holder-stays", "SELECT dlock_lock('holder-stays')")
@@ -1167,7 +1189,7 @@ def main():
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
-              t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election,
+              t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,

@@ -248,11 +248,20 @@ BEGIN
                        CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
       END LOOP;
     END IF;
+    -- the initial privileges, and (PostgreSQL 17 and later) the roles they
+    -- name as shared dependencies of kind 'i', those of the old function
     DELETE FROM pg_catalog.pg_init_privs
      WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.new_fn AND objsubid = 0;
     INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
     SELECT f.new_fn, classoid, objsubid, privtype, initprivs FROM pg_catalog.pg_init_privs
      WHERE classoid = 'pg_catalog.pg_proc'::regclass AND objoid = f.old_oid AND objsubid = 0;
+    DELETE FROM pg_catalog.pg_shdepend
+     WHERE classid = 'pg_catalog.pg_proc'::regclass AND objid = f.new_fn AND objsubid = 0
+       AND deptype = 'i';
+    INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+    SELECT dbid, classid, f.new_fn, objsubid, refclassid, refobjid, deptype FROM pg_catalog.pg_shdepend
+     WHERE classid = 'pg_catalog.pg_proc'::regclass AND objid = f.old_oid AND objsubid = 0
+       AND deptype = 'i';
     IF f.proconfig IS NOT NULL THEN
       -- copied as stored: ALTER FUNCTION ... SET would re-quote a list
       -- setting (search_path) given as one string

@@ -11,7 +11,7 @@
 
 MODULE_big = dlock
 OBJS = src/sha256.o src/name.o src/changecount.o src/subxact.o src/slots.o src/entry_index.o \
-	src/entries.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o \
+	src/entries.o src/semaphore.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o \
 	src/protocol.o src/locks.o src/request.o src/detached_xact.o src/detached_wait.o \
 	src/detached.o src/view_names.o src/view_locks.o src/view_stats.o src/xact.o \
 	src/reaper.o src/serve.o src/holder.o src/waiter.o src/shmem.o src/dlock.o
@@ -34,10 +34,10 @@ endif
 EXTRA_CLEAN += src/fault.o src/fault.bc
 
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
-	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_upgrade
+	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock
-ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several \
+ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several semaphore \
 	detached stats
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
 	--temp-config=test/dlock.conf

@@ -1,6 +1,13 @@
 -- dlock 1.4 -> 1.5
 \echo Use "ALTER EXTENSION dlock UPDATE TO '1.5'" to load this file. \quit
 
+-- 1.5: semaphores: permits => N on dlock_try, dlock_lock, their _xact
+-- forms and dlock_acquire lets up to N hold one name at once, each with a
+-- permit of its own (a lock in the lock manager; the new last column
+-- dlock_locks.permit).  Not "limit": LIMIT is a reserved word, and
+-- dlock_lock('x', limit => 3) is a syntax error in PostgreSQL.  README.md
+-- "Semaphores".
+--
 -- 1.5: several names at once (below).
 --
 -- 1.5: min_hold on dlock_acquire: a release before acquisition + min_hold
@@ -38,7 +45,8 @@
 
 ALTER FUNCTION dlock_try(dlock_name, boolean, interval) RENAME TO dlock_try_1_4;
 CREATE FUNCTION dlock_try(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                          lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
+                          lease_ms bigint DEFAULT NULL, info text DEFAULT NULL,
+                          permits integer DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -47,14 +55,15 @@ ALTER FUNCTION dlock_lock(dlock_name, interval, boolean, interval) RENAME TO dlo
 CREATE FUNCTION dlock_lock(name dlock_name, timeout interval DEFAULT NULL,
                            shared boolean DEFAULT false, lease interval DEFAULT NULL,
                            timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
-                           info text DEFAULT NULL)
+                           info text DEFAULT NULL, permits integer DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 ALTER FUNCTION dlock_try_xact(dlock_name, boolean, interval) RENAME TO dlock_try_xact_1_4;
 CREATE FUNCTION dlock_try_xact(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
-                               lease_ms bigint DEFAULT NULL, info text DEFAULT NULL)
+                               lease_ms bigint DEFAULT NULL, info text DEFAULT NULL,
+                               permits integer DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -63,7 +72,7 @@ ALTER FUNCTION dlock_lock_xact(dlock_name, interval, boolean, interval) RENAME T
 CREATE FUNCTION dlock_lock_xact(name dlock_name, timeout interval DEFAULT NULL,
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                 timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
-                                info text DEFAULT NULL)
+                                info text DEFAULT NULL, permits integer DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -83,7 +92,8 @@ CREATE FUNCTION dlock_acquire(name dlock_name, lease interval DEFAULT NULL, time
                               shared boolean DEFAULT false,
                               lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
                               info text DEFAULT NULL,
-                              min_hold interval DEFAULT NULL, min_hold_ms bigint DEFAULT NULL)
+                              min_hold interval DEFAULT NULL, min_hold_ms bigint DEFAULT NULL,
+                              permits integer DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_acquire_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -95,8 +105,8 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'dlock_extend_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text, interval, bigint) IS
-'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given); held at least min_hold, even if released earlier';
+COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text, interval, bigint, integer) IS
+'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given); held at least min_hold, even if released earlier; permits: one of that many permits of a semaphore';
 COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint, text) IS
 'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds), and new info if given; returns when it ends';
 
@@ -108,7 +118,8 @@ CREATE FUNCTION dlock_locks(
     OUT database text, OUT name text, OUT key bigint, OUT mode text, OUT scope text,
     OUT granted boolean, OUT pid integer, OUT username text, OUT application_name text,
     OUT client_addr inet, OUT since timestamptz, OUT lease_expires timestamptz,
-    OUT token bigint, OUT wait_time interval, OUT hold_time interval, OUT info text)
+    OUT token bigint, OUT wait_time interval, OUT hold_time interval, OUT info text,
+    OUT permit integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dlock_locks_1_5'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -118,11 +129,11 @@ SELECT database::name COLLATE "C" AS database, name, key, mode, scope, granted, 
        username::name COLLATE "C" AS username, application_name, client_addr, since, lease_expires,
        token, wait_time,
        CASE WHEN NOT granted THEN pg_catalog.pg_blocking_pids(pid) END AS blocked_by,
-       hold_time, info
+       hold_time, info, permit
   FROM dlock_locks();
 
 COMMENT ON VIEW dlock_locks IS
-'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time and info';
+'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info and semaphore permit';
 
 -- Several names at once: the same four calls, dlock_acquire and
 -- dlock_unlock given a text[], all of the names or none, taken in key
@@ -208,15 +219,15 @@ BEGIN
            coalesce(o.proacl, acldefault('f', o.proowner)) AS old_acl, o.proconfig,
            pg_get_userbyid(o.proowner) AS owner_name, v.move
       FROM (VALUES
-        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(dlock_name,boolean,interval,bigint,text)', true),
+        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(dlock_name,boolean,interval,bigint,text,integer)', true),
         ('dlock_lock_1_4(dlock_name,interval,boolean,interval)',
-         'dlock_lock(dlock_name,interval,boolean,interval,bigint,bigint,text)', true),
-        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(dlock_name,boolean,interval,bigint,text)', true),
+         'dlock_lock(dlock_name,interval,boolean,interval,bigint,bigint,text,integer)', true),
+        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(dlock_name,boolean,interval,bigint,text,integer)', true),
         ('dlock_lock_xact_1_4(dlock_name,interval,boolean,interval)',
-         'dlock_lock_xact(dlock_name,interval,boolean,interval,bigint,bigint,text)', true),
+         'dlock_lock_xact(dlock_name,interval,boolean,interval,bigint,bigint,text,integer)', true),
         ('dlock_renew_1_4(text,interval)', 'dlock_renew(text,interval,bigint,text)', true),
         ('dlock_acquire_1_4(dlock_name,interval,interval,boolean)',
-         'dlock_acquire(dlock_name,interval,interval,boolean,bigint,bigint,text,interval,bigint)', true),
+         'dlock_acquire(dlock_name,interval,interval,boolean,bigint,bigint,text,interval,bigint,integer)', true),
         ('dlock_extend_1_4(text,bigint,interval)', 'dlock_extend(text,bigint,interval,bigint,text)', true),
         ('dlock_locks_1_4()', 'dlock_locks()', true),
         ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(text[],boolean,interval,bigint,text)', false),

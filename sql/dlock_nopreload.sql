@@ -28,6 +28,10 @@ SELECT dlock_renew('unnamed', info => 'node-a:5432');
 SELECT dlock_lock_xact('leased', '1s', false, '1 minute');
 SELECT dlock_renew('unnamed', '1 minute');
 SELECT dlock_token('unnamed');
+-- and semaphores (permits 1 is the plain lock, which needs nothing)
+SELECT dlock_try('sem', permits => 3);
+SELECT dlock_lock_xact('sem', '1s', permits => 2);
+SELECT dlock_try('sem', permits => 1) AND dlock_unlock('sem') AS one_permit;
 -- and so do statistics (55000); nothing is counted without them
 SELECT * FROM dlock_stats;
 SELECT * FROM dlock_stats_info;

@@ -114,8 +114,8 @@ detached_timed_out(const DlockHold *h, TimestampTz start)
 /*
  * What a detached acquisition asks for besides the name, the same for one
  * name or several: dlock_acquire(name(s), lease, timeout, shared, lease_ms,
- * timeout_ms, info, min_hold, min_hold_ms).  name: for the hint of a
- * missing lease.
+ * timeout_ms, info, min_hold, min_hold_ms, permits; one name only).  name:
+ * for the hint of a missing lease.
  */
 typedef struct DetachedArgs
 {
@@ -124,6 +124,7 @@ typedef struct DetachedArgs
 	bool		shared;
 	DlockInfo	info;
 	int64		min_hold_us;	/* -1: none */
+	int			permits;		/* a semaphore's (> 1); 0: a lock */
 } DetachedArgs;
 
 static void
@@ -150,6 +151,7 @@ detached_args(FunctionCallInfo fcinfo, const DlockName *name, DetachedArgs *a)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("min_hold of a detached lock must be at most 1 day")));
+	a->permits = dlock_permits_arg(fcinfo, 9, a->shared);
 }
 
 /*
@@ -187,6 +189,7 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	h->infolen = a->info.len;
 	memcpy(h->info, a->info.utf8, a->info.len);
 	h->min_hold_us = Max(a->min_hold_us, 0);
+	h->permits = (uint16) a->permits;
 	h->dbid = MyDatabaseId;
 	h->key = name->key;
 	h->role = GetUserId();
@@ -258,7 +261,7 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 
 /*
  * dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info,
- * min_hold, min_hold_ms) -> token, or NULL
+ * min_hold, min_hold_ms, permits) -> token, or NULL
  */
 Datum
 dlock_acquire(PG_FUNCTION_ARGS)

@@ -32,6 +32,9 @@ typedef struct DlockHold
 	uint8		mode;			/* DlockMode */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
+	uint16		permits;		/* a semaphore's permits asked for (> 1); 0:
+								 * a lock */
+	uint16		permit;			/* the permit held (1..permits); 0: a lock */
 	bool		counted;		/* its acquisition was counted in dlock_stats,
 								 * so its end and lease expiry are too */
 	bool		released;		/* released before min_until: kept until then,

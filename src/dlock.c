@@ -23,6 +23,7 @@
 #include "entries.h"
 #include "leases.h"
 #include "locks.h"
+#include "semaphore.h"
 #include "shmem.h"
 #include "slots.h"
 #include "stats.h"
@@ -70,7 +71,11 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
 	if (IsA(stmt, DiscardStmt) && ((DiscardStmt *) stmt)->target == DISCARD_ALL)
+	{
 		dlock_entries_forget_released();
+		/* the session's locks and permits went: their waiters' turn */
+		dlock_permit_wake_all();
+	}
 	else if (commit && TransactionBlockStatusCode() == 'T')
 		dlock_lease_refuse_commit(false);
 }
@@ -85,6 +90,7 @@ _PG_init(void)
 	/* what a backend sets up when it first uses dlock (entries.h) */
 	dlock_on_backend_setup(dlock_xact_setup);
 	dlock_on_backend_setup(dlock_stats_backend_setup);
+	dlock_on_backend_setup(dlock_permits_backend_setup);
 
 	DefineCustomIntVariable("dlock.max_held_locks",
 							"Named locks one session can hold or wait for through dlock at once.",

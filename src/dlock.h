@@ -30,6 +30,8 @@
  *                    their lease markers, its transaction-scope holds
  *  3. mechanisms
  *     tokens.c/.h    fencing tokens: the counter, its file, dlock_token
+ *     semaphore.c/.h permits of a semaphore: taking one, the queue of
+ *                    its waiters, their wake-ups
  *     leases.c/.h    leases as the holding backend sees them, dlock_renew,
  *                    the reaper's wake-up
  *     stats_table.c/.h  the statistics table in shared memory
@@ -105,5 +107,19 @@ typedef enum DlockMode
 #define DLOCK_SUBID_TICKET	3
 #define DLOCK_SUBID_MARKER	4
 #define DLOCK_MARKER_MODE	AccessShareLock
+
+/*
+ * Semaphores (1.5, semaphore.c): permit 1 of a name is the name's own lock
+ * (objsubid 1); permit p > 1 is objsubid 1000 + p, and 1000 is the name's
+ * turnstile, the queue its waiters for a permit line up in.
+ */
+#define DLOCK_PERMITS_MAX	1000
+#define DLOCK_SUBID_TURNSTILE 1000
+
+static inline uint16
+dlock_permit_subid(int permit)
+{
+	return permit <= 1 ? DLOCK_SUBID_KEY : (uint16) (DLOCK_SUBID_TURNSTILE + permit);
+}
 
 #endif							/* DLOCK_H */

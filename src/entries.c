@@ -349,6 +349,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode)
 	e->namelen = name->len;
 	memcpy(e->name, name->utf8, name->len);
 	e->infolen = 0;
+	e->permit = 0;
 	e->nsession = 0;
 	e->nxact = 0;
 	e->waiting = DLOCK_WAIT_NONE;
@@ -395,7 +396,7 @@ dlock_entry_lock_held(const DlockEntry *e)
 {
 	LOCKTAG		tag;
 
-	dlock_set_locktag(&tag, e->key);
+	dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
 	if (!dlock_lock_held_by_me(&tag, DlockLockMode(e->mode)))
 		return false;
 	if (e->lease_expires != 0 && e->nxact == 0 && e->nsession > 0)

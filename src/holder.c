@@ -71,6 +71,8 @@
 
 #include "dlock.h"
 #include "detached.h"
+#include "name.h"
+#include "semaphore.h"
 #include "serve.h"
 #include "stats.h"
 #include "tokens.h"
@@ -84,7 +86,10 @@ typedef struct HeldToken
 
 typedef struct HeldKey
 {
-	Oid			dbid;			/* hash key: dbid and key */
+	Oid			dbid;			/* hash key: dbid, permit and key (no
+								 * padding: the key is compared as bytes) */
+	int32		permit;			/* 1..: a semaphore's permit (1 also the
+								 * name's lock) */
 	int64		key;
 	int			nshared;
 	int			nexclusive;
@@ -93,6 +98,7 @@ typedef struct HeldKey
 typedef struct HeldKeyTag
 {
 	Oid			dbid;
+	int32		permit;
 	int64		key;
 } HeldKeyTag;
 
@@ -127,6 +133,7 @@ holder_exit(int code, Datum arg)
 
 	/* the lock manager released our locks before this runs */
 	dlock_detached->holder_pid = 0;
+	dlock_permit_wake_all();
 	for (i = 0; i < dlock_detached->max_holds; i++)
 	{
 		DlockHold  *h = dlock_hold(i);
@@ -172,19 +179,35 @@ prefilled_table(const char *name, int max, Size keysize, Size entrysize)
 }
 
 static HeldKey *
-held_key(const DlockHold *h, HASHACTION action)
+held_permit(Oid dbid, int64 key, int permit, HASHACTION action)
 {
 	HeldKeyTag	tag;
 	bool		found;
 	HeldKey    *k;
 
 	memset(&tag, 0, sizeof(tag));
-	tag.dbid = h->dbid;
-	tag.key = h->key;
+	tag.dbid = dbid;
+	tag.key = key;
+	tag.permit = Max(permit, 1);	/* the name's lock is permit 1 */
 	k = hash_search(by_key, &tag, action, &found);
 	if (action == HASH_ENTER && !found)
 		k->nshared = k->nexclusive = 0;
 	return k;
+}
+
+static HeldKey *
+held_key(const DlockHold *h, HASHACTION action)
+{
+	return held_permit(h->dbid, h->key, h->permit, action);
+}
+
+/* A permit held already, for another caller: not to be taken again. */
+static bool
+permit_held(void *arg, int permit)
+{
+	const DlockHold *req = (const DlockHold *) arg;
+
+	return held_permit(req->dbid, req->key, permit, HASH_FIND) != NULL;
 }
 
 static HeldRole *
@@ -221,6 +244,7 @@ holder_release(int i)
 	if (!LockRelease(&tag, DlockLockMode(h->mode), true))
 		elog(WARNING, "dlock lock holder did not hold the lock of \"%.*s\"",
 			 (int) h->namelen, h->name);
+	dlock_permit_released(h->dbid, h->key);
 	k = held_key(h, HASH_FIND);
 	if (k != NULL)
 	{
@@ -292,19 +316,25 @@ queue_has_conflict(LOCALLOCK *locallock, LOCKMODE lockmode)
 }
 
 /*
- * LockAcquire without waiting; an error (a full lock table) is answered to
- * the caller, and false returned.
+ * LockAcquire without waiting, or for a semaphore (permit not NULL) its
+ * first free permit (semaphore.c: *permit 0 if none is, or others are in
+ * line); an error (a full lock table) is answered to the caller, and false
+ * returned.
  */
 static bool
 take_without_waiting(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode,
-					 LOCALLOCK **locallock, LockAcquireResult *res)
+					 LOCALLOCK **locallock, LockAcquireResult *res, int *permit)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	volatile bool ok = true;
 
 	PG_TRY();
 	{
-		*res = dlock_lock_acquire_ext(tag, lockmode, true, true, true, locallock);
+		if (permit != NULL)
+			*permit = dlock_permit_take(r->hold.dbid, r->hold.key, r->hold.permits, true,
+										permit_held, &r->hold);
+		else
+			*res = dlock_lock_acquire_ext(tag, lockmode, true, true, true, locallock);
 	}
 	PG_CATCH();
 	{
@@ -327,6 +357,8 @@ static void
 give_back(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode, int result)
 {
 	LockRelease(tag, lockmode, true);
+	dlock_permit_released(tag->locktag_field1,
+						  (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
 	serving_locked = false;
 	dlock_serve_reply_only(r, result);
 }
@@ -346,6 +378,7 @@ holder_acquire(DlockRequest *r)
 	pg_atomic_uint64 *fate;
 	uint64		use;
 	int			i;
+	int			permit = 0;
 
 	/*
 	 * Rolled-back acquisitions are undone first: a backend marks its undo
@@ -367,17 +400,28 @@ holder_acquire(DlockRequest *r)
 		return;
 	}
 	/* our own holds, for other owners, conflict as another session's would */
-	k = held_key(req, HASH_FIND);
+	k = req->permits > 1 ? NULL : held_key(req, HASH_FIND);
 	if (k != NULL && (req->mode == DLOCK_EXCLUSIVE || k->nexclusive > 0))
 	{
 		dlock_serve_reply_only(r, DLOCK_RES_BUSY);
 		return;
 	}
 
-	dlock_hold_locktag(&tag, req);
 	DLOCK_FAULT("holder.acquire");
-	if (!take_without_waiting(r, &tag, lockmode, &locallock, &res))
-		return;
+	if (req->permits > 1)
+	{
+		/* a semaphore: the first permit free that we do not hold already */
+		if (!take_without_waiting(r, NULL, lockmode, NULL, &res, &permit))
+			return;
+		res = permit > 0 ? LOCKACQUIRE_OK : LOCKACQUIRE_NOT_AVAIL;
+		dlock_set_permit_tag(&tag, req->dbid, req->key, permit);
+	}
+	else
+	{
+		dlock_hold_locktag(&tag, req);
+		if (!take_without_waiting(r, &tag, lockmode, &locallock, &res, NULL))
+			return;
+	}
 
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -427,6 +471,8 @@ holder_acquire(DlockRequest *r)
 	h->key = req->key;
 	h->token = token;
 	h->min_hold_us = req->min_hold_us;
+	h->permits = req->permits;
+	h->permit = (uint16) permit;
 	dlock_serve_hold_times(h, GetCurrentTimestamp(), r->lease_us);
 	memcpy(h->name, req->name, req->namelen);
 	memcpy(h->info, req->info, req->infolen);
@@ -545,7 +591,12 @@ holder_recover(void)
 	EmitErrorReport();
 	FlushErrorState();
 	if (serving_locked)
+	{
 		LockRelease(&serving_tag, serving_mode, true);
+		dlock_permit_released(serving_tag.locktag_field1,
+							  (int64) (((uint64) serving_tag.locktag_field2 << 32) |
+									   serving_tag.locktag_field3));
+	}
 	serving_locked = false;
 	dlock_serving = NULL;
 	if (r != NULL)

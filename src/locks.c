@@ -39,6 +39,7 @@
 #include "leases.h"
 #include "locks.h"
 #include "name.h"
+#include "semaphore.h"
 #include "stats.h"
 #include "subxact.h"
 #include "tokens.h"
@@ -97,7 +98,7 @@ grant_starts_hold(int ref, bool fresh)
  */
 static pg_attribute_always_inline void
 record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
-			 int64 token, int64 lease_us, const DlockInfo *info)
+			 int64 token, int64 lease_us, const DlockInfo *info, int permit)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 	TimestampTz expires = 0;
@@ -110,6 +111,7 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 	{
 		dlock_entry_start(ref, name, mode);
 		e->token = token;
+		e->permit = (uint16) permit;
 		/* its end is counted if its start is (dlock.track_stats may change) */
 		e->counted = dlock_stats_tracking();
 	}
@@ -155,12 +157,23 @@ set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const DlockI
 	dlock_change_end(ref);
 }
 
+/* A name's lock or permit, or its turnstile, was released: wake its waiters. */
+static inline void
+tag_released(const LOCKTAG *tag)
+{
+	dlock_permit_released(tag->locktag_field1,
+						  (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
+}
+
 /* Release a session lock the caller is not to keep, if the lock manager has it. */
 static void
 release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
 {
 	if (!xact && dlock_lock_held_by_me(tag, lockmode))
+	{
 		LockRelease(tag, lockmode, true);
+		tag_released(tag);
+	}
 }
 
 /*
@@ -269,7 +282,7 @@ count_wait_end(const DlockName *name, uint8 mode, int event, TimestampTz start)
  * itself is copied and flushed in the caller's memory context.
  */
 static LockAcquireResult
-wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us,
+wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool session, int64 timeout_us,
 			  int ref, const DlockName *name, uint8 mode, TimestampTz start,
 			  const DlockInfo *info)
 {
@@ -287,7 +300,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		DLOCK_FAULT("lock.wait");
 		if (timeout_us >= 0)
 			LockTimeout = (int) ((timeout_us + 999) / 1000);
-		res = LockAcquire(tag, lockmode, !xact, false);
+		res = LockAcquire(tag, lockmode, session, false);
 		LockTimeout = saved_timeout;
 
 		/*
@@ -319,7 +332,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		{
 			FreeErrorData(edata);
 			FlushErrorState();
-			release_if_held(tag, lockmode, xact);
+			release_if_held(tag, lockmode, !session);
 			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
@@ -334,7 +347,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 			 * lock: a transaction-scope lock goes with the abort, a session
 			 * one would outlive it, unrecorded.
 			 */
-			release_if_held(tag, lockmode, xact);
+			release_if_held(tag, lockmode, !session);
 			count_wait_end(name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
 			FreeErrorData(edata);
 			PG_RE_THROW();
@@ -350,7 +363,7 @@ wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int64 timeout_us
 		 */
 		if (stmt_armed && GetCurrentTimestamp() >= stmt_deadline)
 		{
-			release_if_held(tag, lockmode, xact);
+			release_if_held(tag, lockmode, !session);
 			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
@@ -405,6 +418,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 	{
 		/* one grant of this call: the count the lock manager added */
 		LockRelease(tag, lockmode, !xact);
+		tag_released(tag);
 		if (took_marker)
 			dlock_marker_drop(name->key, mode);
 		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
@@ -418,8 +432,9 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
  * What an acquisition asks for besides the name: the arguments of all four
  * acquire functions (the _ms arguments and info since 1.5), the same for one
  * name or several:
- *   dlock_try[_xact](name(s), shared, lease, lease_ms, info)
- *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info)
+ *   dlock_try[_xact](name(s), shared, lease, lease_ms, info, permits)
+ *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info, permits)
+ * (permits: one name only).
  */
 typedef struct AcquireArgs
 {
@@ -427,6 +442,7 @@ typedef struct AcquireArgs
 	uint8		mode;
 	int64		lease_us;		/* -1: none */
 	DlockInfo	info;
+	int			permits;		/* a semaphore's (> 1); 0: a lock */
 	bool		defer;			/* several names: the lease and info are given
 								 * once all are granted (give_deferred) */
 } AcquireArgs;
@@ -445,6 +461,91 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 	a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
 	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
+	a->permits = dlock_permits_arg(fcinfo, can_wait ? 7 : 5, a->mode == DLOCK_SHARED);
+}
+
+/*
+ * Wait for a permit of a semaphore (semaphore.c): in line in the name's
+ * turnstile (a wait in the lock manager's queue, as for a lock), then,
+ * first in line, until a permit is free.  The permit, or 0 at the timeout;
+ * an error leaves no permit and no place in line.
+ */
+static int
+wait_for_permit(const DlockName *name, int ref, bool xact, const AcquireArgs *a,
+				TimestampTz start)
+{
+	LOCKTAG		turnstile;
+	volatile int permit = 0;
+	volatile bool head = false;
+	TimestampTz deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
+
+	dlock_set_turnstile_tag(&turnstile, MyDatabaseId, name->key);
+	dlock_permit_queue_enter(MyDatabaseId, name->key);
+	PG_TRY();
+	{
+		if (wait_for_lock(&turnstile, ExclusiveLock, xact, true, a->timeout_us, ref, name,
+						  DLOCK_EXCLUSIVE, start, &a->info) != LOCKACQUIRE_NOT_AVAIL)
+		{
+			head = true;
+			DLOCK_FAULT("permit.head");
+			permit = dlock_permit_head(MyDatabaseId, name->key, a->permits, !xact, deadline,
+									   NULL, NULL);
+			head = false;
+			LockRelease(&turnstile, ExclusiveLock, true);
+		}
+	}
+	PG_CATCH();
+	{
+		/* (a wait for the turnstile that failed cleaned up after itself) */
+		if (head)
+		{
+			LockRelease(&turnstile, ExclusiveLock, true);
+			set_waiting(ref, name, DLOCK_EXCLUSIVE, DLOCK_WAIT_NONE, NULL);
+			count_wait_end(name, DLOCK_EXCLUSIVE, dlock_stat_wait_error(geterrcode()), start);
+		}
+		dlock_permit_queue_leave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dlock_permit_queue_leave();
+	return permit;
+}
+
+/*
+ * Take a permit of a semaphore: one free now if nobody is in line, else
+ * (a call that waits) its turn.  LOCKACQUIRE_OK with *permit, or
+ * LOCKACQUIRE_NOT_AVAIL (busy, or the timeout: counted).
+ */
+static LockAcquireResult
+take_permit(const DlockName *name, int ref, bool xact, bool can_wait, const AcquireArgs *a,
+			int *permit, int64 *waited_us)
+{
+	TimestampTz start;
+	int			p;
+
+	p = dlock_permit_take(MyDatabaseId, name->key, a->permits, !xact, NULL, NULL);
+	if (p > 0)
+	{
+		*permit = p;
+		return LOCKACQUIRE_OK;
+	}
+	if (!can_wait || a->timeout_us == 0)
+	{
+		dlock_stats_count(MyDatabaseId, name->key, DLOCK_EXCLUSIVE, name->utf8, name->len,
+						  DLOCK_STAT_BUSY, 0, 0, 0);
+		return LOCKACQUIRE_NOT_AVAIL;
+	}
+	start = GetCurrentTimestamp();
+	p = wait_for_permit(name, ref, xact, a, start);
+	if (p == 0)
+	{
+		set_waiting(ref, name, DLOCK_EXCLUSIVE, DLOCK_WAIT_NONE, NULL);
+		count_wait_end(name, DLOCK_EXCLUSIVE, DLOCK_STAT_TIMEOUT, start);
+		return LOCKACQUIRE_NOT_AVAIL;
+	}
+	*waited_us = Max(GetCurrentTimestamp() - start, 0);
+	*permit = p;
+	return LOCKACQUIRE_OK;
 }
 
 /* Take one name as a asks (a->timeout_us: this name's); false if not granted. */
@@ -465,6 +566,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	bool		need_marker;
 	DlockEntry *e;
 	int64		token;
+	int			permit;
 
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
@@ -481,10 +583,32 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	if (unlikely(dlock_lease_min != 0))
 		dlock_lease_refuse_after_expiry();
 
-	dlock_set_locktag(&tag, name.key);
 	/* a hold whose lease ran out: taking it again must not bring it back */
-	if (dlock_lease_ran_out(dlock_entry_at(ref)))
-		dlock_lease_expired(dlock_display_name(&name), dlock_entry_at(ref)->lease_expires);
+	e = dlock_entry_at(ref);
+	if (dlock_lease_ran_out(e))
+		dlock_lease_expired(dlock_display_name(&name), e->lease_expires);
+
+	/*
+	 * A name this session holds is taken again as it is held (its permit, or
+	 * the lock), whatever the call asks: a session holds one permit of a
+	 * name at most.
+	 */
+	permit = 0;
+	if (unlikely(e->permit != 0) && e->inuse && (e->nsession > 0 || e->nxact > 0))
+		permit = e->permit;
+	else if (unlikely(a->permits > 0) && !(e->inuse && (e->nsession > 0 || e->nxact > 0)))
+	{
+		if (take_permit(&name, ref, xact, can_wait, a, &permit, &waited_us) ==
+			LOCKACQUIRE_NOT_AVAIL)
+			return false;
+		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, permit);
+		res = LOCKACQUIRE_OK;
+		goto granted;
+	}
+	if (likely(permit == 0))
+		dlock_set_locktag(&tag, name.key);
+	else
+		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, permit);
 	res = LockAcquire(&tag, lockmode, !xact, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -498,7 +622,8 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = wait_for_lock(&tag, lockmode, xact, timeout_us, ref, &name, mode, start, &a->info);
+		res = wait_for_lock(&tag, lockmode, xact, !xact, timeout_us, ref, &name, mode, start,
+							&a->info);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
 			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
@@ -506,6 +631,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 		}
 		waited_us = Max(GetCurrentTimestamp() - start, 0);
 	}
+granted:
 	start_hold = grant_starts_hold(ref, res == LOCKACQUIRE_OK);
 
 	/*
@@ -519,7 +645,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop);
+	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop, permit);
 	/* a new hold started at its grant: that is the time of this acquisition */
 	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
@@ -600,11 +726,17 @@ unlock_name(const DlockName *namep, uint8 mode)
 	int			ref;
 	bool		released;
 
-	dlock_set_locktag(&tag, name.key);
+	/* a semaphore's permit, if the session holds the name as one */
+	ref = dlock_entry_find(name.key, mode);
+	if (likely(ref < 0 || dlock_entry_at(ref)->permit == 0))
+		dlock_set_locktag(&tag, name.key);
+	else
+		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, dlock_entry_at(ref)->permit);
 	released = LockRelease(&tag, DlockLockMode(mode), true);
+	if (released)
+		tag_released(&tag);
 	/* nothing below raises: only a signal, a stall or a death can land here */
 	DLOCK_FAULT("lock.release");
-	ref = dlock_entry_find(name.key, mode);
 	if (ref >= 0)
 	{
 		DlockEntry *e = dlock_entry_at(ref);
@@ -857,11 +989,12 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			continue;
 		}
 		dlock_lease_note_release(e);
-		dlock_set_locktag(&tag, e->key);
+		dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
 		while (e->nsession > 0)
 		{
 			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
 				break;
+			tag_released(&tag);
 			released = true;
 			dlock_change_begin(ref);
 			e->nsession--;

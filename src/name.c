@@ -96,6 +96,22 @@ dlock_set_locktag(LOCKTAG *tag, int64 key)
 						 (uint32) ((uint64) key >> 32), (uint32) key, DLOCK_SUBID_KEY);
 }
 
+/* Permit p of a name (dlock.h): p 0 or 1 is the name's own lock. */
+void
+dlock_set_permit_tag(LOCKTAG *tag, Oid dbid, int64 key, int permit)
+{
+	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
+						 dlock_permit_subid(permit));
+}
+
+/* The turnstile of a semaphore's name (dlock.h). */
+void
+dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
+						 DLOCK_SUBID_TURNSTILE);
+}
+
 /* The lease marker of a session hold of (key, mode) (dlock.h). */
 void
 dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode)
@@ -353,6 +369,29 @@ dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", what)));
 	return PG_GETARG_BOOL(argno);
+}
+
+/*
+ * The permits argument given (dlock_permits_arg): how many may hold the
+ * name at once; 1 is the plain lock (permit 1 is the name's own lock), 0
+ * returned.  shared: the call's mode, which a semaphore cannot have.
+ */
+int
+dlock_permits_given(FunctionCallInfo fcinfo, int argno, bool shared)
+{
+	int32		n = PG_GETARG_INT32(argno);
+
+	if (n < 1 || n > DLOCK_PERMITS_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("permits must be between 1 and %d, not %d", DLOCK_PERMITS_MAX, n)));
+	if (n > 1 && shared)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a semaphore's permits cannot be shared"),
+				 errdetail("Each permit is held by one holder at a time."),
+				 errhint("Leave out \"shared\", or leave out \"permits\" for a shared lock.")));
+	return n > 1 ? n : 0;
 }
 
 /* dlock_key(name text) returns bigint */

@@ -48,6 +48,8 @@ dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 }
 extern char *dlock_display_name(const DlockName *name);
 extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
+extern void dlock_set_permit_tag(LOCKTAG *tag, Oid dbid, int64 key, int permit);
+extern void dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
 
 /* arguments */
@@ -56,6 +58,20 @@ extern int64 dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno
 extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
 							   int64 zero_default_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern int	dlock_permits_given(FunctionCallInfo fcinfo, int argno, bool shared);
+
+/*
+ * The permits argument (1.5): 0 for a lock (NULL, absent or 1), else how
+ * many may hold the name at once.  Inline for the lock path, where a call
+ * almost never gives one.
+ */
+static inline int
+dlock_permits_arg(FunctionCallInfo fcinfo, int argno, bool shared)
+{
+	if (likely(argno >= PG_NARGS() || PG_ARGISNULL(argno)))
+		return 0;
+	return dlock_permits_given(fcinfo, argno, shared);
+}
 extern void dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 

@@ -15,6 +15,7 @@
 
 #include "dlock.h"
 #include "protocol.h"
+#include "semaphore.h"
 #include "slots.h"
 #include "stats.h"
 
@@ -87,12 +88,11 @@ dlock_protocol_shmem_init(void)
 	}
 }
 
-/* The lock of a detached hold: its name's advisory lock. */
+/* The lock of a detached hold: its name's advisory lock, or its permit. */
 void
 dlock_hold_locktag(LOCKTAG *tag, const DlockHold *h)
 {
-	SET_LOCKTAG_ADVISORY(*tag, h->dbid, (uint32) ((uint64) h->key >> 32),
-						 (uint32) h->key, DLOCK_SUBID_KEY);
+	dlock_set_permit_tag(tag, h->dbid, h->key, h->permit);
 }
 
 /* The ticket lock of a waited acquisition (dlock.h). */
@@ -221,7 +221,8 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 /*
  * dlock_fault_leaks(): what the shared tables have in use, as one line:
  * waiter blocks not free, requests not idle, the lock holder's holds in
- * use, and undos not yet done.  After a fault has settled, each must match
+ * use, undos not yet done, and callers in line for a semaphore's permit.
+ * After a fault has settled, each must match
  * what the view shows (test/faults.py).
  */
 PG_FUNCTION_INFO_V1(dlock_fault_leaks);
@@ -251,8 +252,8 @@ dlock_fault_leaks(PG_FUNCTION_ARGS)
 			DLOCK_FATE_STATE(pg_atomic_read_u64(dlock_hold_fate(i))) == DLOCK_FATE_UNDO_QUIET)
 			undos++;
 	}
-	snprintf(buf, sizeof(buf), "waiters=%d requests=%d holds=%d undos=%d",
-			 waiters, requests, holds, undos);
+	snprintf(buf, sizeof(buf), "waiters=%d requests=%d holds=%d undos=%d in_line=%d",
+			 waiters, requests, holds, undos, dlock_permit_in_line());
 	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }
 #endif

@@ -112,7 +112,7 @@ lock_held(LockData *ld, int pid, Oid dbid, int64 key, uint16 subid, LOCKMODE loc
 static int
 victim_scope(LockData *ld, int pid, Oid dbid, const DlockEntry *e)
 {
-	if (!lock_held(ld, pid, dbid, e->key, DLOCK_SUBID_KEY, DlockLockMode(e->mode)))
+	if (!lock_held(ld, pid, dbid, e->key, dlock_permit_subid(e->permit), DlockLockMode(e->mode)))
 		return 0;
 	if (e->nsession > 0 &&
 		lock_held(ld, pid, dbid, e->key, DLOCK_SUBID_MARKER + e->mode, DLOCK_MARKER_MODE))

@@ -14,6 +14,8 @@
  *                                    the lease expiries remembered
  *   "dlock stats"     stats_table.h  the statistics table (and the "dlock
  *                                    stats" tranche, a lock per part)
+ *   "dlock permits"   semaphore.c    the wake-ups of semaphore waiters
+ *                                    (private)
  *   "dlock faults"    fault.c        the armed fault (private; the fault
  *                                    build only)
  *
@@ -33,6 +35,7 @@
 #include "dlock.h"
 #include "leases.h"
 #include "protocol.h"
+#include "semaphore.h"
 #include "shmem.h"
 #include "slots.h"
 #include "stats_file.h"
@@ -52,6 +55,7 @@ shmem_request(void)
 	RequestAddinShmemSpace(dlock_leases_shmem_size());
 	RequestAddinShmemSpace(dlock_protocol_shmem_size());
 	RequestAddinShmemSpace(dlock_stats_shmem_size());
+	RequestAddinShmemSpace(dlock_permits_shmem_size());
 	dlock_tokens_shmem_request();
 	dlock_stats_shmem_request();
 #ifdef DLOCK_FAULTS
@@ -70,6 +74,7 @@ shmem_startup(void)
 	dlock_tokens_shmem_init();
 	dlock_leases_shmem_init();
 	dlock_protocol_shmem_init();
+	dlock_permits_shmem_init();
 	/* in the postmaster: what the last clean shutdown kept, saved at exit */
 	if (dlock_stats_shmem_init() && !IsUnderPostmaster)
 		dlock_stats_file_start();

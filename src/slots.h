@@ -43,6 +43,8 @@ typedef struct DlockEntry
 								 * so its end is too */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
+	uint16		permit;			/* the semaphore permit held (1..); 0: the
+								 * name's own lock, not taken as a permit */
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
 	char		info[DLOCK_INFO_MAX];	/* the holder's word, UTF-8, not
 										 * terminated */

@@ -62,6 +62,7 @@ typedef struct NameInfo
 	TimestampTz since;
 	TimestampTz lease_expires;
 	int64		token;
+	uint16		permit;
 } NameInfo;
 
 typedef struct NameRow
@@ -194,6 +195,7 @@ index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h
 		row->e.since = e->since;
 		row->e.lease_expires = e->lease_expires;
 		row->e.token = e->token;
+		row->e.permit = e->permit;
 	}
 	else
 	{
@@ -268,8 +270,8 @@ activity_by_pid(void)
 	return tab;
 }
 
-/* The columns of dlock_locks(): 15 in the 1.4 SQL, 16 (info) since 1.5. */
-#define DLOCK_LOCKS_COLS 16
+/* The columns of dlock_locks(): 15 in the 1.4 SQL, 17 (info, permit) since 1.5. */
+#define DLOCK_LOCKS_COLS 17
 
 /*
  * What every row of one dlock_locks() call shares.  Each row's own values
@@ -293,7 +295,7 @@ typedef struct LocksCall
 
 static void
 put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
-		 LOCKMODE lockmode, bool granted, const NameInfo *e, const DlockHold *h)
+		 LOCKMODE lockmode, bool granted, const NameInfo *e, const DlockHold *h, int permit)
 {
 	Datum		values[DLOCK_LOCKS_COLS];
 	bool		nulls[DLOCK_LOCKS_COLS];
@@ -388,6 +390,9 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 		values[15] = dlock_name_datum(e->info, e->infolen, &nulls[15]);
 	else if (h != NULL && h->infolen > 0)
 		values[15] = dlock_name_datum(h->info, h->infolen, &nulls[15]);
+	/* permit: of a semaphore's holder */
+	values[16] = Int32GetDatum(permit);
+	nulls[16] = (permit == 0);
 	tuplestore_putvalues(call->rsinfo->setResult, call->rsinfo->setDesc, values, nulls);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(call->rowcxt);
@@ -397,7 +402,10 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
  * The rows of one process's hold of, or wait for, a lock in one mode: one
  * per detached hold it has of it (the lock holder holds one lock for every
  * shared acquisition), else one, named by the backend's entry if it has one
- * (for a wait, only an entry that waits).
+ * (for a wait, only an entry that waits).  A semaphore's turnstile (dlock.h)
+ * is shown as a wait for the name, by its holder too (first in line), and
+ * only where the process waits for the name; a permit p > 1 as the name's,
+ * with its permit.
  */
 static void
 put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool granted)
@@ -406,6 +414,12 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	NameRow    *row = NULL;
 	int			n = 0;
 	ListCell   *lc;
+	uint16		subid = l->locktag.locktag_field4;
+	bool		turnstile = (subid == DLOCK_SUBID_TURNSTILE);
+	int			permit = subid > DLOCK_SUBID_TURNSTILE ? subid - DLOCK_SUBID_TURNSTILE : 0;
+
+	if (turnstile)
+		granted = false;
 
 	k.pid = l->pid;
 	k.dbid = l->locktag.locktag_field1;
@@ -418,14 +432,23 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 		{
 			const DlockHold *h = (const DlockHold *) lfirst(lc);
 
-			if (granted ? h->state == DLOCK_HOLD_HELD : h->state == DLOCK_HOLD_WAITING)
+			/* a hold is of the lock, or of the permit, this row is of */
+			if (granted ? h->state == DLOCK_HOLD_HELD &&
+				dlock_permit_subid(h->permit) == subid :
+				h->state == DLOCK_HOLD_WAITING && (turnstile || h->permits <= 1))
 			{
-				put_lock(call, l, &k, lockmode, granted, NULL, h);
+				put_lock(call, l, &k, lockmode, granted, NULL, h, granted ? h->permit : 0);
 				n++;
 			}
 		}
 	if (n > 0)
 		return;
+	/* a turnstile held or awaited by a process that is not in line: not shown */
+	if (turnstile && (row == NULL || !row->has_entry || row->e.waiting == DLOCK_WAIT_NONE))
+		return;
+	/* permit 1 is the name's lock: a permit where the entry says so */
+	if (permit == 0 && granted && row != NULL && row->has_entry)
+		permit = row->e.permit;
 	/*
 	 * A session hold with a lease is the entry's only while its lease marker
 	 * is held: one of the same key taken afresh after
@@ -437,7 +460,7 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	put_lock(call, l, &k, lockmode, granted,
 			 row != NULL && row->has_entry &&
 			 (granted || row->e.waiting != DLOCK_WAIT_NONE) ? &row->e : NULL,
-			 NULL);
+			 NULL, permit);
 }
 
 /* Note the lease markers the lock manager has (dlock.h), on their names. */
@@ -470,8 +493,8 @@ note_markers(NameTable *names, const LockData *ld)
 }
 
 /*
- * dlock_locks(): every advisory lock of dlock's key space (objsubid 1) the
- * lock manager has, one row per process and mode held or awaited, as
+ * dlock_locks(): every advisory lock of dlock's key space (objsubid 1, and
+ * a semaphore's permits and turnstile) the lock manager has, one row per process and mode held or awaited, as
  * pg_locks shows them, with the dlock name and the rest of the view's
  * columns.
  */
@@ -509,7 +532,9 @@ dlock_locks(PG_FUNCTION_ARGS)
 		LOCKMODE	m;
 
 		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
-			l->locktag.locktag_field4 != 1 ||
+			(l->locktag.locktag_field4 != DLOCK_SUBID_KEY &&
+			 (l->locktag.locktag_field4 < DLOCK_SUBID_TURNSTILE ||
+			  l->locktag.locktag_field4 > DLOCK_SUBID_TURNSTILE + DLOCK_PERMITS_MAX)) ||
 			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD)
 			continue;
 		for (m = 1; m < MAX_LOCKMODES; m++)

@@ -31,6 +31,8 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "name.h"
+#include "semaphore.h"
 #include "serve.h"
 #include "tokens.h"
 #include "workers.h"
@@ -76,6 +78,9 @@ waiter_exit(int code, Datum arg)
 {
 	DlockWaiter *w = my_waiter;
 
+	/* out of a semaphore's line; what we held is free: its waiters' turn */
+	dlock_permit_queue_leave();
+	dlock_permit_wake_all();
 	if (w == NULL)
 		return;
 	/* the lock manager released our locks before this runs */
@@ -139,6 +144,19 @@ waiter_exit(int code, Datum arg)
 	}
 }
 
+/* The error caught, copied into cxt; a cancel with it is spent. */
+static ErrorData *
+caught_error(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	QueryCancelPending = false;
+	return edata;
+}
+
 /* Wait in the queue; the result, as for the caller (DLOCK_RES_*). */
 static int
 waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
@@ -166,12 +184,8 @@ waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = caught_error(cxt);
 
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		QueryCancelPending = false;
 		/* a grant that raced the timeout is kept (LockErrorCleanup) */
 		if (dlock_lock_held_by_me(tag, lockmode))
 			result = DLOCK_RES_OK;
@@ -189,6 +203,50 @@ waiter_wait(DlockWaiter *w, const LOCKTAG *tag, LOCKMODE lockmode)
 	return result;
 }
 
+/*
+ * Wait for a semaphore's permit (semaphore.c): in line in the name's
+ * turnstile, then first in line until a permit is free; the result as
+ * waiter_wait's, and on DLOCK_RES_OK the permit taken and its tag.
+ */
+static int
+waiter_wait_permit(DlockWaiter *w, LOCKTAG *tag, int *permit)
+{
+	LOCKTAG		turnstile;
+	volatile int result;
+	volatile int p = 0;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	dlock_set_turnstile_tag(&turnstile, w->hold.dbid, w->hold.key);
+	dlock_permit_queue_enter(w->hold.dbid, w->hold.key);
+	result = waiter_wait(w, &turnstile, ExclusiveLock);
+	if (result == DLOCK_RES_OK)
+	{
+		PG_TRY();
+		{
+			DLOCK_FAULT("waiter.head");
+			p = dlock_permit_head(w->hold.dbid, w->hold.key, w->hold.permits, true,
+								  w->deadline, NULL, NULL);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = caught_error(cxt);
+
+			result = DLOCK_RES_ERROR;
+			dlock_error_save(&w->error, edata);
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		LockRelease(&turnstile, ExclusiveLock, true);
+		if (result == DLOCK_RES_OK && p == 0)
+			result = DLOCK_RES_TIMEOUT;
+	}
+	dlock_permit_queue_leave();
+	*permit = p;
+	if (p > 0)
+		dlock_set_permit_tag(tag, w->hold.dbid, w->hold.key, p);
+	return result;
+}
+
 /* Release the lock this waiter holds (granted). */
 static void
 waiter_release(void)
@@ -200,6 +258,7 @@ waiter_release(void)
 	dlock_serve_hold_ended(h);
 	dlock_hold_locktag(&tag, h);
 	LockRelease(&tag, DlockLockMode(h->mode), true);
+	dlock_permit_released(h->dbid, h->key);
 	my_lock_ended = true;
 	dlock_hold_begin(h);
 	h->state = DLOCK_HOLD_FREE;
@@ -270,6 +329,7 @@ dlock_waiter_main(Datum arg)
 	LOCKTAG		tag;
 	LOCKMODE	lockmode;
 	int			result;
+	int			permit = 0;
 	volatile int64 token = 0;
 	sigjmp_buf	local_sigjmp_buf;
 
@@ -346,7 +406,10 @@ dlock_waiter_main(Datum arg)
 		proc_exit(0);			/* abandoned meanwhile: waiter_exit frees it */
 	SetLatch(&GetPGProcByNumber(w->caller_procno)->procLatch);
 
-	result = waiter_wait(w, &tag, lockmode);
+	if (w->hold.permits > 1)
+		result = waiter_wait_permit(w, &tag, &permit);
+	else
+		result = waiter_wait(w, &tag, lockmode);
 	if (result == DLOCK_RES_OK)
 	{
 		DLOCK_FAULT("waiter.granted");
@@ -354,6 +417,7 @@ dlock_waiter_main(Datum arg)
 		if (token <= 0)
 		{
 			LockRelease(&tag, lockmode, true);
+			dlock_permit_released(w->hold.dbid, w->hold.key);
 			result = DLOCK_RES_NO_TOKEN;
 		}
 	}
@@ -362,6 +426,7 @@ dlock_waiter_main(Datum arg)
 
 	dlock_hold_begin(&w->hold);
 	w->hold.token = token;
+	w->hold.permit = (uint16) permit;
 	dlock_serve_hold_times(&w->hold, GetCurrentTimestamp(), w->lease_us);
 	w->hold.state = DLOCK_HOLD_HELD;
 	dlock_hold_end(&w->hold);

@@ -25,6 +25,7 @@
 #include "detached.h"
 #include "entries.h"
 #include "leases.h"
+#include "semaphore.h"
 #include "stats.h"
 #include "xact.h"
 
@@ -71,6 +72,8 @@ drop_xact_hold(int i)
 	int			ref = dlock_xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
 
+	/* its waiters wake once the lock manager has released it */
+	dlock_permit_wake_at_end(MyDatabaseId, e->key);
 	dlock_change_begin(ref);
 	if (e->nxact > 0)
 		e->nxact--;

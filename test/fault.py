@@ -263,6 +263,62 @@ def t_leader_election():
     close_all(obs, c.conn)
 
 
+def wait_rows(obs, name, n):
+    return wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND NOT granted", (name,)) == n, 5)
+
+
+@check("semaphore: waiters (sessions and a detached one) are served in order; each release wakes the next at once")
+def t_semaphore_queue():
+    obs, a, b = connect(), connect(), connect()
+    q(a, "SELECT dlock_try('sq', permits => 2)")
+    q(b, "BEGIN")
+    q(b, "SELECT dlock_try_xact('sq', permits => 2)")
+    w1 = Waiter("SELECT dlock_lock('sq', timeout => '20s', info => 'w1', permits => 2)")
+    w1.start()
+    expect(wait_rows(obs, "sq", 1), "w1 never waited")
+    w2 = Waiter("SELECT dlock_acquire('sq', '1 min', timeout => '20s', info => 'w2', permits => 2)")
+    w2.start()
+    expect(wait_rows(obs, "sq", 2), "w2 never waited")
+    w3 = Waiter("SELECT dlock_lock('sq', timeout => '20s', info => 'w3', permits => 2)")
+    w3.start()
+    expect(wait_rows(obs, "sq", 3), "w3 never waited")
+    queue = "SELECT string_agg(info, ',' ORDER BY since) FROM dlock_locks WHERE name = 'sq' AND NOT granted"
+    expect(q(obs, queue) == "w1,w2,w3", "queue: %r" % q(obs, queue))
+    expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'sq' AND NOT granted AND permit IS NULL") == 3,
+           "a waiter shows a permit")
+    expect(q(obs, "SELECT dlock_try('sq', permits => 2)") is False, "a try got in while three wait")
+    # an unlock: the first in line, at once (not at its next look, a second later)
+    t0 = time.monotonic()
+    q(a, "SELECT dlock_unlock('sq')")
+    w1.join(10)
+    expect(w1.result is True and time.monotonic() - t0 < 0.75,
+           "w1 got %r / %r after %.2f s" % (w1.result, w1.error, time.monotonic() - t0))
+    expect(q(obs, queue) == "w2,w3", "queue after the unlock: %r" % q(obs, queue))
+    # a COMMIT: the next, the detached one
+    t0 = time.monotonic()
+    q(b, "COMMIT")
+    w2.join(10)
+    expect(w2.result is not None and time.monotonic() - t0 < 0.75,
+           "w2 got %r / %r after %.2f s" % (w2.result, w2.error, time.monotonic() - t0))
+    expect(q(obs, "SELECT scope FROM dlock_locks WHERE name = 'sq' AND info = 'w2' AND granted") == "detached",
+           "w2's permit is not detached")
+    # a holder's session ends: the last
+    t0 = time.monotonic()
+    q(obs, "SELECT pg_terminate_backend(%s)", (w1.pid,))
+    w3.join(10)
+    expect(w3.result is True and time.monotonic() - t0 < 0.75,
+           "w3 got %r / %r after %.2f s" % (w3.result, w3.error, time.monotonic() - t0))
+    expect(q(obs, "SELECT string_agg(info || ':' || permit, ',' ORDER BY info) FROM dlock_locks WHERE name = 'sq'")
+           in ("w2:2,w3:1", "w2:1,w3:2"), "holders: %r" %
+           q(obs, "SELECT string_agg(info || ':' || permit, ',' ORDER BY info) FROM dlock_locks WHERE name = 'sq'"))
+    q(w3.conn, "SELECT dlock_unlock('sq')")
+    q(obs, "SELECT dlock_release('sq', %s)", (w2.result,))
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                     "AND (classid::bigint << 32 | objid::bigint) = dlock_key('sq') & x'ffffffffffffffff'::bigint") == 0),
+           "left in pg_locks")
+    close_all(obs, a, b, w2.conn, w3.conn)
+
+
 @check("several detached names: the call's timeout bounds a stalled lock holder too (NULL at the deadline, none kept)")
 def t_several_holder_stalled():
     # key order: sv-b < sv-c; sv-b is granted by the lock holder at once,
@@ -1190,6 +1246,7 @@ def main():
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
+              t_semaphore_queue,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,

@@ -621,6 +621,108 @@ def fired_peek():
         c.close()
 
 
+def holds_permit(obs, pid, name):
+    """Does process pid hold a permit of name (objsubid 1, or 1000 + p)?"""
+    return q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                  "AND (objsubid = 1 OR objsubid > 1000) AND pid = %s "
+                  "AND (classid::bigint << 32 | objid::bigint) = dlock_key(%s) & x'ffffffffffffffff'::bigint",
+             (pid, name)) > 0
+
+
+def check_answer_permit(run, obs, pid, name, answer, error, gone):
+    """A semaphore's permit: told true, held and named with its permit; told
+    false or an error, no permit of the name and no place in its line."""
+    if gone or run.action == "kill":
+        return
+    held = holds_permit(obs, pid, name)
+    if answer is True:
+        if not held:
+            run.bad("told true, no permit in the lock manager")
+        elif q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND pid = %s AND granted "
+                    "AND permit IS NOT NULL", (name, pid)) == 0:
+            run.bad("told true, the view does not show its permit")
+    elif held:
+        run.bad("told %s, yet holds a permit" % (error.pgcode if error else answer))
+    if q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1000 AND pid = %s",
+         (pid,)) > 0:
+        run.bad("left in the line (the turnstile) after its call ended")
+
+
+def sc_permit(run, point, pid_filter):
+    """A permit taken without waiting (permits 1 of 2 held by another)."""
+    obs, a, b = server_conn(), connect(), connect()
+    apid = pid_of(a)
+    q(b, "SELECT dlock_try('f', permits => 2)")
+    arm(point, run.action, apid)
+    answer, error = try_q(a, "SELECT dlock_try('f', lease => '30s', permits => 2)")
+    check_answer_permit(run, obs, apid, "f", answer, error, died(a))
+    try_q(a, "SELECT dlock_unlock_all()")
+    try_q(b, "SELECT dlock_unlock_all()")
+    close(a, b, obs)
+
+
+def sc_permit_wait(run, point, pid_filter, xact=False):
+    """First in line for a permit; one is released while it waits."""
+    obs, a, b, c = server_conn(), connect(), connect(), connect()
+    apid = pid_of(a)
+    q(b, "SELECT dlock_try('f', permits => 2)")
+    q(c, "SELECT dlock_try('f', permits => 2)")
+    arm(point, run.action, apid)
+    if xact:
+        q(a, "BEGIN")
+    call = Call(a, "SELECT dlock_lock%s('f', '10s', lease => '30s', permits => 2)" % ("_xact" if xact else ""))
+    call.start()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE pid = %s AND objsubid = 1000", (apid,)) > 0, 3)
+    time.sleep(0.1)
+    try_q(b, "SELECT dlock_unlock('f')")
+    call.join(20)
+    check_answer_permit(run, obs, apid, "f", call.answer, call.error, died(a))
+    if xact:
+        try_q(a, "ROLLBACK")
+    try_q(a, "SELECT dlock_unlock_all()")
+    try_q(c, "SELECT dlock_unlock_all()")
+    close(a, b, c, obs)
+
+
+def sc_permit_wait_xact(run, point, pid_filter):
+    sc_permit_wait(run, point, pid_filter, xact=True)
+
+
+def sc_permit_detached(run, point, pid):
+    """A detached permit taken by the lock holder (another's held already)."""
+    obs, b = server_conn(), connect()
+    tb = q(b, "SELECT dlock_acquire('f', '30s', permits => 2)")
+    obs, a, token, error, gone = detached_run(run, point, pid, "SELECT dlock_acquire('f', '30s', permits => 2)",
+                                              obs=obs)
+    if not gone and run.action != "kill" and not died(obs):
+        want = 2 if token is not None else 1
+        if not wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f' AND granted "
+                                         "AND scope = 'detached'") == want, 5):
+            run.bad("told %s, the lock holder holds another number of permits"
+                    % (token if token is not None else (error.pgcode if error else "NULL")))
+    try_q(b, "SELECT dlock_release('f', %s)" % tb)
+    release_all_detached()
+    close(a, b, obs)
+
+
+def sc_permit_detached_wait(run, point, pid):
+    """A waited detached permit: its waiter process is first in line."""
+    obs, a, b, c = server_conn(), connect(), connect(), connect()
+    q(b, "SELECT dlock_try('f', permits => 2)")
+    q(c, "SELECT dlock_try('f', permits => 2)")
+    arm(point, run.action, 0)
+    call = Call(a, "SELECT dlock_acquire('f', '30s', timeout => '10s', permits => 2)")
+    call.start()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE objsubid = 1000") > 0, 3)
+    time.sleep(0.1)
+    try_q(b, "SELECT dlock_unlock('f')")
+    call.join(20)
+    check_answer_detached(run, obs, "f", call.answer, call.error, False)
+    try_q(c, "SELECT dlock_unlock_all()")
+    release_all_detached()
+    close(a, b, c, obs)
+
+
 def release_all_detached():
     c = server_conn()
     wait_until(lambda: q(c, "SELECT count(dlock_release(name, token)) FROM dlock_locks "
@@ -653,6 +755,13 @@ SCENARIOS = {
     "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL),
                             (sc_detached_min_hold_cancel, "holder", ("stall",))],
     "waiter.claimed": [(sc_detached_wait, "any", ALL)],
+    "waiter.head": [(sc_permit_detached_wait, "any", ALL)],
+    "permit.taken": [(sc_permit, "caller", ASYNC), (sc_permit_wait, "caller", ASYNC),
+                     (sc_permit_detached, "holder", ("terminate", "stall", "kill")),
+                     (sc_permit_detached_wait, "any", ASYNC)],
+    "permit.head": [(sc_permit_wait, "caller", ALL), (sc_permit_wait_xact, "caller", ALL)],
+    "permit.look": [(sc_permit_wait, "caller", ALL), (sc_permit_wait_xact, "caller", ALL),
+                    (sc_permit_detached_wait, "any", ALL)],
     "waiter.granted": [(sc_detached_wait, "any", ALL)],
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],
     "waiter.holding": [(sc_detached_wait, "any", ("error", "fatal", "terminate", "stall", "kill"))],
@@ -668,7 +777,7 @@ SCENARIOS = {
 # What a point's passing needs to be seen: a kill is checked on fewer points
 # (each is a crash restart of the whole server).
 KILL_POINTS = {"lock.granted", "detached.recorded", "holder.granted", "waiter.published", "reaper.recheck",
-               "stats.flush", "slot.change"}
+               "stats.flush", "slot.change", "permit.look"}
 
 
 def points_in_sources(src):
@@ -683,7 +792,7 @@ def points_in_sources(src):
 def leaks_settled(run):
     """Everything released: nothing may be left anywhere."""
     c = server_conn()
-    ok = wait_until(lambda: q(c, "SELECT dlock_fault_leaks()") == "waiters=0 requests=0 holds=0 undos=0"
+    ok = wait_until(lambda: q(c, "SELECT dlock_fault_leaks()") == "waiters=0 requests=0 holds=0 undos=0 in_line=0"
                     and q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
                     and q(c, "SELECT count(*) FROM dlock_locks") == 0, 10)
     if not ok:

@@ -2,7 +2,7 @@
 """test/stress.py: many sessions taking and releasing a few names at random.
 
 Run by test/run against its scratch cluster (dlock preloaded):
-    python3 test/stress.py --port 54321 [--seconds 10] [--workers 8] [--seed N]
+    python3 test/stress.py --port 54321 [--seconds 10] [--workers 8] [--seed N] [--only semaphore]
 Prints "ok - ..." / "not ok - ..." lines like test/fault.py, whose helpers it
 uses, then "# all stress tests ran".
 
@@ -35,6 +35,23 @@ leases enforced, and holds ended (acquisitions less re-entries: every hold
 ends).  Then a flood of new names evicts entries while other sessions keep
 reading the view: every read works and stays within the bound, and a name
 one session keeps using is kept, its counts exact.
+
+Semaphores (permits => 3 on one name): eight sessions (--workers) take a
+permit at random for up to --seconds (at most 15): dlock_try, dlock_lock with
+a short timeout, dlock_try_xact and dlock_lock_xact in a transaction that
+commits or rolls back, a second take of the held permit, an unlock of one
+not held; a controller cancels waiting sessions and terminates holders and
+waiters (they reconnect), and samples pg_locks all along: never more than
+three permits granted, one per process.  Each hold is checked against
+pg_locks (one permit lock, the one dlock_locks shows) and has its row in
+sem_inside (permit PRIMARY KEY, CHECK 1..3; pid UNIQUE) for as long as it
+lasts, inside a transaction (the xact hold's own, so a rollback or a
+terminate takes the row with it): a second holder of a permit is a unique
+violation, or waits for the first one's row, which lock_timeout = 1ms turns
+into an error.  After every call told "no", every unlock, rollback and error,
+the session holds nothing of the name (no permit, no turnstile).  Then
+nothing is left in pg_locks, three new sessions get permits 1, 2 and 3 and
+a fourth none.
 
 Rows of transaction-scope holds are written in the same transaction, so a
 holder cancelled by the reaper takes its rows with it.  The checks are about
@@ -610,14 +627,437 @@ def readme_queries():
     t_readme()
 
 
+# ---- semaphores: one name, three permits, eight sessions ------------------
+
+SEM = "stress-sem"
+SEM_PERMITS = 3
+SEM_STATS = {}
+SEM_VIOLATIONS = []
+SEM_TERMINATED = set()   # pids the controller terminated
+SEM_PIDS = set()         # every pid a semaphore worker had
+# pg_locks rows of SEM's key that are dlock's semaphore locks: permit 1 (the
+# name's own lock, objsubid 1), the turnstile (1000), permit p > 1 (1000 + p)
+SEM_LOCKS = ("locktype = 'advisory' "
+             "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+             "AND (classid::bigint << 32 | objid::bigint) = dlock_key('%s') "
+             "AND (objsubid = 1 OR objsubid >= 1000)" % SEM)
+SEM_SUBIDS = {1: 1, 2: 1002, 3: 1003}
+
+
+def sem_count(what, n=1):
+    with STATS_LOCK:
+        SEM_STATS[what] = SEM_STATS.get(what, 0) + n
+
+
+def sem_violation(what):
+    with STATS_LOCK:
+        SEM_VIOLATIONS.append(what)
+
+
+def row(conn, sql, params=None):
+    """The first row, or None."""
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchone()
+
+
+class SemWorker(threading.Thread):
+    """Takes and gives back permits of SEM at random (try, timed wait, in a
+    transaction), and records each hold in sem_inside while it lasts."""
+
+    def __init__(self, n, seconds, seed, t0):
+        super().__init__(daemon=True)
+        self.n = n
+        self.rnd = random.Random(seed * 1000 + 500 + n)
+        self.t0 = t0
+        self.deadline = t0 + seconds
+        self.error = None
+        self.conn = None
+        self.pid = None
+        self.last_sql = ""
+        self.tokens = []   # this session's tokens, in hold order (one list per session)
+
+    def reconnect(self):
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except psycopg2.Error:
+                pass
+        self.conn = connect(app="dlock-stress-sem-w%d" % self.n)
+        self.pid = q(self.conn, "SELECT pg_backend_pid()")
+        self.tokens = []
+        with STATS_LOCK:
+            SEM_PIDS.add(self.pid)
+
+    def x(self, sql, params=None):
+        self.last_sql = sql
+        return q(self.conn, sql, params)
+
+    def pause(self):
+        time.sleep(self.rnd.choice([0, 0.001, 0.005, 0.02, 0.05]))
+
+    # ---- checks of what this session holds ----
+
+    def held(self):
+        """What this session holds of SEM: the permits dlock_locks shows,
+        the objsubids pg_locks shows (granted or not), the tokens."""
+        self.last_sql = "held"
+        return row(self.conn,
+                   "SELECT (SELECT array_agg(coalesce(permit, 0) ORDER BY permit) FROM dlock_locks "
+                   "         WHERE name = %s AND pid = pg_backend_pid()), "
+                   "       (SELECT array_agg(objsubid ORDER BY objsubid) FROM pg_locks "
+                   "         WHERE " + SEM_LOCKS + " AND pid = pg_backend_pid()), "
+                   "       (SELECT array_agg(token) FROM dlock_locks WHERE name = %s AND pid = pg_backend_pid())",
+                   (SEM, SEM))
+
+    def my_permit(self, how):
+        """The permit just taken: one in dlock_locks, the same one in pg_locks."""
+        permits, subids, tokens = self.held()
+        if not permits or len(permits) != 1 or permits[0] not in SEM_SUBIDS \
+                or subids != [SEM_SUBIDS[permits[0]]]:
+            sem_violation("%s (pid %d): dlock_locks permits %r, pg_locks objsubids %r"
+                          % (how, self.pid, permits, subids))
+            return None
+        if self.tokens and tokens[0] <= self.tokens[-1]:
+            sem_violation("%s (pid %d): token %d after %d" % (how, self.pid, tokens[0], self.tokens[-1]))
+        self.tokens.append(tokens[0])
+        sem_count("permit %d held" % permits[0])
+        return permits[0]
+
+    def holds_nothing(self, when):
+        permits, subids, _ = self.held()
+        if permits or subids:
+            sem_violation("%s (pid %d): still holds (dlock_locks permits %r, pg_locks objsubids %r)"
+                          % (when, self.pid, permits, subids))
+            # go on from a clean session all the same
+            self.x("SELECT pg_advisory_unlock_all()")
+
+    def inside(self, permit):
+        """The hold's row in sem_inside, for as long as the hold lasts (the
+        caller's transaction).  Its constraints make a second holder of the
+        permit, a permit outside 1..3 or a session with two permits an error;
+        a row of another transaction still in progress makes the INSERT wait
+        (and lock_timeout end it): under the rules none is left when the
+        permit is free again, so a wait is a violation too."""
+        self.x("SET LOCAL lock_timeout = '1ms'")
+        try:
+            self.x("INSERT INTO sem_inside (permit, pid) VALUES (%s, %s)", (permit, self.pid))
+        except (psycopg2.errors.UniqueViolation, psycopg2.errors.CheckViolation,
+                psycopg2.errors.LockNotAvailable) as e:
+            sem_violation("permit %d of pid %d: %s" % (permit, self.pid, str(e).splitlines()[0]))
+            raise
+        self.pause()
+
+    @contextlib.contextmanager
+    def transaction(self):
+        self.conn.autocommit = False
+        try:
+            yield
+        finally:
+            if not self.conn.closed:
+                self.conn.rollback()   # (after a commit: nothing)
+                self.conn.autocommit = True
+
+    # ---- operations ----
+
+    def calm(self):
+        """The last 0.4 s of every second: no new waits, the line empties,
+        and tries find permits free (a try takes one only when nobody is in
+        line)."""
+        return (time.monotonic() - self.t0) % 1.0 >= 0.6
+
+    def op_session(self):
+        if self.calm() or self.rnd.random() < 0.4:
+            how = "try"
+            ok = self.x("SELECT dlock_try(%s, permits => %s)", (SEM, SEM_PERMITS))
+        else:
+            how = "lock"
+            ok = self.x("SELECT dlock_lock(%s, timeout => %s, permits => %s)",
+                        (SEM, self.rnd.choice(["1ms", "20ms", "100ms", "400ms"]), SEM_PERMITS))
+        sem_count("session %s %s" % (how, "taken" if ok else "missed"))
+        if not ok:
+            self.holds_nothing("after a %s that returned false" % how)
+            time.sleep(0.002)
+            return
+        permit = self.my_permit("session " + how)
+        if self.rnd.random() < 0.2:   # taken again: the same permit, one more hold
+            before = self.held()
+            expect(self.x("SELECT dlock_try(%s, permits => %s)", (SEM, SEM_PERMITS)) is True, "re-entry refused")
+            if self.held() != before:
+                sem_violation("re-entry of pid %d: held %r, then %r" % (self.pid, before, self.held()))
+            expect(self.x("SELECT dlock_unlock(%s)", (SEM,)) is True, "unlock of the re-entry")
+            sem_count("re-entries")
+        if permit is not None:
+            with self.transaction():
+                self.inside(permit)
+                self.x("DELETE FROM sem_inside WHERE pid = %s", (self.pid,))
+                self.conn.commit()
+        if self.x("SELECT dlock_unlock(%s)", (SEM,)) is not True:
+            sem_violation("unlock of a held permit returned false (pid %d)" % self.pid)
+        self.holds_nothing("after dlock_unlock")
+
+    def op_xact(self):
+        rolled_back = False
+        with self.transaction():
+            if self.calm() or self.rnd.random() < 0.3:
+                how = "try_xact"
+                ok = self.x("SELECT dlock_try_xact(%s, permits => %s)", (SEM, SEM_PERMITS))
+            else:
+                how = "lock_xact"
+                ok = self.x("SELECT dlock_lock_xact(%s, timeout => %s, permits => %s)",
+                            (SEM, self.rnd.choice(["1ms", "20ms", "100ms", "400ms"]), SEM_PERMITS))
+            sem_count("transaction %s %s" % (how, "taken" if ok else "missed"))
+            if not ok:
+                time.sleep(0.002)
+            if ok:
+                permit = self.my_permit("transaction " + how)
+                if permit is not None:
+                    self.inside(permit)
+                    rolled_back = self.rnd.random() < 0.3
+            if rolled_back:
+                self.conn.rollback()   # the row and the permit go with it
+                sem_count("transactions rolled back")
+            else:
+                self.x("DELETE FROM sem_inside WHERE pid = %s", (self.pid,))
+                self.conn.commit()
+        self.holds_nothing("after a rollback" if rolled_back else "after the transaction")
+
+    def op_stray_unlock(self):
+        """An unlock of a permit not held: false, and nobody else's goes."""
+        if self.x("SELECT dlock_unlock(%s)", (SEM,)) is not False:
+            sem_violation("dlock_unlock of a permit not held did not return false (pid %d)" % self.pid)
+        del self.conn.notices[:]   # its WARNING
+        sem_count("stray unlocks")
+
+    def reset(self, why):
+        """After an error: nothing held any more (a cancel may leave a session
+        hold its call took, README "Waiting"; a transaction's goes with it)."""
+        for _ in range(50):
+            try:
+                if self.conn.closed:
+                    self.reconnect()
+                self.conn.rollback()
+                self.conn.autocommit = True
+                self.x("SELECT dlock_unlock_all()")
+                self.holds_nothing("after %s and dlock_unlock_all" % why)
+                return
+            except psycopg2.errors.QueryCanceled:
+                sem_count("cancels that landed elsewhere")
+            except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                self.lost()
+        raise AssertionError("could not get back to a clean session")
+
+    def lost(self):
+        """The connection is gone: it must have been the controller."""
+        if self.pid not in SEM_TERMINATED:
+            raise AssertionError("connection of pid %d lost, not terminated by the test" % self.pid)
+        sem_count("terminated, reconnected")
+        self.reconnect()
+
+    def run(self):
+        try:
+            self.reconnect()
+            ops = [self.op_session] * 5 + [self.op_xact] * 4 + [self.op_stray_unlock]
+            while time.monotonic() < self.deadline:
+                try:
+                    self.rnd.choice(ops)()
+                except psycopg2.errors.QueryCanceled:
+                    sem_count("cancelled in %s" % ("a wait" if "dlock_lock" in self.last_sql else "another statement"))
+                    self.reset("a cancel")
+                except (psycopg2.errors.UniqueViolation, psycopg2.errors.CheckViolation,
+                        psycopg2.errors.LockNotAvailable):
+                    self.reset("a violation")   # (recorded)
+                except (psycopg2.OperationalError, psycopg2.InterfaceError):
+                    self.lost()
+                    self.reset("a reconnection")
+            self.conn.close()
+        except Exception as e:  # noqa: BLE001 - reported by the checks
+            self.error = "%s: %s (last: %s)" % (type(e).__name__, e, self.last_sql)
+
+
+class SemController(threading.Thread):
+    """Cancels waiting workers and terminates holders and waiters; checks
+    in pg_locks, at every step, that at most three permits are held."""
+
+    def __init__(self, seconds, seed):
+        super().__init__(daemon=True)
+        self.rnd = random.Random(seed * 1000 + 999)
+        self.deadline = time.monotonic() + seconds
+        self.error = None
+        self.samples = 0
+
+    def pids(self, sql):
+        with self.conn.cursor() as cur:
+            cur.execute(sql)
+            return [r[0] for r in cur.fetchall()]
+
+    def sample(self):
+        held, bad, per_pid, turnstiles = row(self.conn, """
+            SELECT count(*) FILTER (WHERE objsubid <> 1000),
+                   count(*) FILTER (WHERE objsubid NOT IN (1, 1000, 1002, 1003)),
+                   (SELECT max(n) FROM (SELECT count(*) n FROM pg_locks WHERE """ + SEM_LOCKS + """
+                                          AND granted AND objsubid <> 1000 GROUP BY pid) p),
+                   count(*) FILTER (WHERE objsubid = 1000)
+              FROM pg_locks WHERE """ + SEM_LOCKS + " AND granted")
+        self.samples += 1
+        if held > SEM_PERMITS or bad or (per_pid or 0) > 1 or turnstiles > 1:
+            sem_violation("pg_locks: %d permits held, %d unknown objsubids, %r by one process, %d turnstiles"
+                          % (held, bad, per_pid, turnstiles))
+
+    def run(self):
+        try:
+            self.conn = connect(app="dlock-stress-sem-controller")
+            while time.monotonic() < self.deadline:
+                self.sample()
+                act = self.rnd.random()
+                if act < 0.5:
+                    # a waiter: in the turnstile's queue (Lock) or first in line (Extension)
+                    victims = self.pids("SELECT pid FROM pg_stat_activity WHERE application_name LIKE "
+                                        "'dlock-stress-sem-w%' AND state = 'active' "
+                                        "AND wait_event_type IN ('Lock', 'Extension') AND query LIKE '%dlock_lock%'")
+                    if victims:
+                        q(self.conn, "SELECT pg_cancel_backend(%s)", (self.rnd.choice(victims),))
+                        sem_count("controller: cancels sent to waiters")
+                elif act < 0.65:
+                    if self.rnd.random() < 0.5:
+                        kind = "holders"
+                        victims = self.pids("SELECT pid FROM pg_locks WHERE " + SEM_LOCKS
+                                            + " AND granted AND objsubid <> 1000 AND pid IN (SELECT pid "
+                                            "FROM pg_stat_activity WHERE application_name LIKE 'dlock-stress-sem-w%')")
+                    else:
+                        kind = "waiters"
+                        victims = self.pids("SELECT pid FROM pg_stat_activity WHERE application_name LIKE "
+                                            "'dlock-stress-sem-w%' AND state = 'active' "
+                                            "AND wait_event_type IN ('Lock', 'Extension') "
+                                            "AND query LIKE '%dlock_lock%'")
+                    if victims:
+                        v = self.rnd.choice(victims)
+                        with STATS_LOCK:
+                            SEM_TERMINATED.add(v)
+                        q(self.conn, "SELECT pg_terminate_backend(%s)", (v,))
+                        sem_count("controller: %s terminated" % kind)
+                time.sleep(self.rnd.choice([0.02, 0.05, 0.1]))
+            self.conn.close()
+        except Exception as e:  # noqa: BLE001 - reported by the checks
+            self.error = "%s: %s" % (type(e).__name__, e)
+
+
+def semaphore_phase(seconds, seed, nworkers=8):
+    """
+    One semaphore, three permits, eight sessions: tries, timed waits and
+    transaction holds, rolled back at times; a controller cancels waiters
+    and terminates holders and waiters (which reconnect).  Never more than
+    three holders, never two of one permit, nothing left afterwards, and the
+    three permits are all there again.
+    """
+    seconds = min(seconds, 15)
+    c = connect()
+    q(c, "DROP TABLE IF EXISTS sem_inside")
+    q(c, "CREATE TABLE sem_inside (permit int PRIMARY KEY CHECK (permit BETWEEN 1 AND %d), "
+         "pid int UNIQUE NOT NULL)" % SEM_PERMITS)
+    q(c, "SELECT dlock_stats_reset(%s)", (SEM,))
+    log_off = fault.log_size()
+    reaper = fault.reaper_pid()
+    print("# semaphores: %d sessions on one name with %d permits, %.0f s" % (nworkers, SEM_PERMITS, seconds),
+          flush=True)
+    t0 = time.monotonic()
+    ws = [SemWorker(i, seconds, seed, t0) for i in range(nworkers)]
+    ctl = SemController(seconds, seed)
+    for t in ws + [ctl]:
+        t.start()
+    for t in ws + [ctl]:
+        t.join(seconds + 60)
+    print("#   %.1f s, %d samples of pg_locks" % (time.monotonic() - t0, ctl.samples), flush=True)
+    for k in sorted(SEM_STATS):
+        print("#   %-40s %d" % (k, SEM_STATS[k]), flush=True)
+
+    @check("semaphore: every session ran to the end without an unexpected error")
+    def t_sem_workers():
+        expect(all(not t.is_alive() for t in ws + [ctl]), "a session is stuck")
+        errors = [(w.n, w.error) for w in ws if w.error] + ([("controller", ctl.error)] if ctl.error else [])
+        expect(not errors, "errors: %r" % errors)
+
+    @check("semaphore: never more than 3 holders, never two of one permit, each hold's permit as pg_locks has it")
+    def t_sem_exclusion():
+        expect(not SEM_VIOLATIONS, "%d violations: %r" % (len(SEM_VIOLATIONS), SEM_VIOLATIONS[:5]))
+        expect(ctl.samples > 0, "pg_locks never sampled")
+
+    @check("semaphore: every kind of operation happened (waits, cancels, terminations, rollbacks, every permit)")
+    def t_sem_coverage():
+        kinds = ["session try taken", "session lock taken", "session try missed", "session lock missed",
+                 "transaction lock_xact taken", "transaction try_xact taken", "transactions rolled back",
+                 "re-entries", "stray unlocks", "cancelled in a wait", "terminated, reconnected",
+                 "controller: holders terminated", "controller: waiters terminated",
+                 "permit 1 held", "permit 2 held", "permit 3 held"]
+        missing = [k for k in kinds if SEM_STATS.get(k, 0) == 0]
+        expect(not missing, "never happened: %r" % missing)
+        # (a call cut short by a terminate may have been counted, and not seen)
+        acquisitions, waited = row(c, "SELECT sum(acquisitions), sum(waited) FROM dlock_stats WHERE name = %s",
+                                   (SEM,))
+        seen = sum(v for k, v in SEM_STATS.items() if k.endswith(" taken") or k == "re-entries")
+        expect(waited and waited > 0, "no acquisition waited (dlock_stats.waited %r)" % waited)
+        expect(acquisitions >= seen, "dlock_stats.acquisitions %r, the sessions saw %d" % (acquisitions, seen))
+
+    @check("semaphore: nothing left in pg_locks (permits, turnstile) nor dlock_locks once the sessions are gone")
+    def t_sem_clean():
+        expect(fault.wait_until(lambda: q(c, "SELECT count(*) FROM pg_locks WHERE " + SEM_LOCKS) == 0),
+               "left in pg_locks: %r" % q(c, "SELECT array_agg(row(pid, objsubid, granted)::text) "
+                                            "FROM pg_locks WHERE " + SEM_LOCKS))
+        expect(q(c, "SELECT count(*) FROM dlock_locks WHERE name = %s", (SEM,)) == 0, "rows left in dlock_locks")
+        expect(q(c, "SELECT count(*) FROM dlock_names() WHERE pid = ANY(%s)", (list(SEM_PIDS),)) == 0,
+               "names left in dlock's slots")
+        expect(q(c, "SELECT count(*) FROM sem_inside") == 0, "rows left in sem_inside")
+        log = fault.log_since(log_off)
+        for bad in ("terminated by signal", "PANIC", "TRAP", "server process (PID"):
+            expect(bad not in log, "the log says %r" % bad)
+        expect(fault.reaper_pid() == reaper, "the reaper was restarted")
+
+    @check("semaphore: afterwards 3 sessions get a permit each (1, 2, 3) within 1 s, a 4th does not")
+    def t_sem_after():
+        cs = [connect(app="dlock-stress-sem-after") for _ in range(4)]
+        try:
+            for i in range(3):
+                expect(q(cs[i], "SELECT dlock_lock(%s, permits => 3, timeout => '1s')", (SEM,)) is True,
+                       "session %d got no permit" % (i + 1))
+            got = q(c, "SELECT array_agg(permit ORDER BY permit) FROM dlock_locks WHERE name = %s AND granted",
+                    (SEM,))
+            expect(got == [1, 2, 3], "permits held: %r" % got)
+            expect(q(cs[3], "SELECT dlock_try(%s, permits => 3)", (SEM,)) is False, "a 4th try got one")
+            expect(q(cs[3], "SELECT dlock_lock(%s, permits => 3, timeout => '100ms')", (SEM,)) is False,
+                   "a 4th timed wait got one")
+            expect(q(cs[1], "SELECT dlock_unlock(%s)", (SEM,)) is True, "unlock")
+            expect(q(cs[3], "SELECT dlock_lock(%s, permits => 3, timeout => '1s')", (SEM,)) is True,
+                   "the 4th did not get the freed permit")
+            expect(q(c, "SELECT permit FROM dlock_locks WHERE name = %s AND pid = %s", (SEM, fault.pid_of(cs[3]))) == 2,
+                   "the 4th did not get permit 2")
+        finally:
+            fault.close_all(*cs)
+        expect(fault.wait_until(lambda: q(c, "SELECT count(*) FROM pg_locks WHERE " + SEM_LOCKS) == 0),
+               "left in pg_locks at the end")
+
+    for t in (t_sem_workers, t_sem_exclusion, t_sem_coverage, t_sem_clean, t_sem_after):
+        t()
+    got = row(c, "SELECT acquisitions, immediate, waited, busy, timeouts, cancels, released "
+                 "FROM dlock_stats WHERE name = %s", (SEM,))
+    print("#   dlock_stats: acquisitions, immediate, waited, busy, timeouts, cancels, released: %r" % (got,),
+          flush=True)
+    c.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("DLOCK_STRESS_SECONDS", 10)))
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("DLOCK_STRESS_SEED", time.time())))
+    ap.add_argument("--only", choices=["semaphore"], help="run only this phase")
     fault.ARGS = ap.parse_args()
     args = fault.ARGS
+    if args.only == "semaphore":
+        print("# stress: the semaphore phase only, seed %d" % args.seed, flush=True)
+        semaphore_phase(args.seconds, args.seed, args.workers)
+        print("# all stress tests ran")
+        return 0 if all(ok for _, ok in RESULTS) else 1
     print("# stress: %d workers + 1 lease overstayer, %.0f s, seed %d" % (args.workers, args.seconds, args.seed),
           flush=True)
     setup()
@@ -709,6 +1149,7 @@ def main():
         t()
     eviction_under_reads(args.seconds)
     readme_queries()
+    semaphore_phase(args.seconds, args.seed, args.workers)
     detached_soak(int(os.environ.get("DLOCK_SOAK_CYCLES", 200000)), args.seed)
     print("# all stress tests ran")
     return 0 if all(ok for _, ok in RESULTS) else 1

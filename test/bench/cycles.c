@@ -14,6 +14,13 @@
  *                (the token the acquire returned is $2 of the release)
  *   advisory     SELECT pg_try_advisory_lock($1)      SELECT pg_advisory_unlock($1)
  *                ($1 is the client's number)
+ *   semaphore    SELECT dlock_try($1, permits => 3)   SELECT dlock_unlock($1)
+ *                (a semaphore of 3 permits nobody else holds: permit 1)
+ *   semaphore_p3 the same, with permits 1 and 2 of the client's name held
+ *                by two more connections of the client's, taken before the
+ *                clock starts and kept to the end: each acquire tries
+ *                permits 1 and 2 first and gets permit 3 (checked once, in
+ *                dlock_locks, before the clock starts)
  *   redis        SET own-<client> <token> NX PX 30000, then the release
  *                script below (compare the value with the token, delete the
  *                key if they are equal), loaded once with SCRIPT LOAD and
@@ -69,7 +76,9 @@ typedef enum
 	M_DLOCK_LEASE,
 	M_DETACHED,
 	M_ADVISORY,
-	M_REDIS
+	M_REDIS,
+	M_SEMAPHORE,
+	M_SEMAPHORE_P3
 } Mode;
 
 static const struct
@@ -87,6 +96,10 @@ static const struct
 	[M_ADVISORY] = {"advisory", "SELECT pg_try_advisory_lock($1)",
 	"SELECT pg_advisory_unlock($1)", 1},
 	[M_REDIS] = {"redis", NULL, NULL, 0},
+	[M_SEMAPHORE] = {"semaphore", "SELECT dlock_try($1, permits => 3)",
+	"SELECT dlock_unlock($1)", 1},
+	[M_SEMAPHORE_P3] = {"semaphore_p3", "SELECT dlock_try($1, permits => 3)",
+	"SELECT dlock_unlock($1)", 1},
 };
 
 static Mode mode;
@@ -159,6 +172,7 @@ pg_client(Client *c)
 	char		token[32];
 	const char *params[2] = {name, token};
 	const char *v;
+	PGconn	   *others[2] = {NULL, NULL};
 
 	if (PQstatus(conn) != CONNECTION_OK)
 		fail(c->client, "cannot connect: %s", PQerrorMessage(conn));
@@ -175,6 +189,33 @@ pg_client(Client *c)
 	if (PQresultStatus(res) != PGRES_COMMAND_OK)
 		fail(c->client, "cannot prepare %s: %s", modes[mode].release, PQresultErrorMessage(res));
 	PQclear(res);
+
+	if (mode == M_SEMAPHORE_P3)
+	{
+		/* permits 1 and 2 held by two more connections */
+		for (int i = 0; i < 2; i++)
+		{
+			others[i] = PQconnectdb(target);
+			if (PQstatus(others[i]) != CONNECTION_OK)
+				fail(c->client, "cannot connect: %s", PQerrorMessage(others[i]));
+			res = PQexecParams(others[i], modes[mode].acquire, 1, NULL, params, NULL, NULL, 0);
+			expect_true(c->client, "a permit holder's dlock_try($1, permits => 3)", res);
+			PQclear(res);
+		}
+		/* and this connection gets permit 3 */
+		res = PQexecPrepared(conn, "acquire", 1, params, NULL, NULL, 0);
+		expect_true(c->client, modes[mode].acquire, res);
+		PQclear(res);
+		res = PQexecParams(conn, "SELECT permit FROM dlock_locks WHERE name = $1 AND pid = pg_backend_pid()",
+						   1, NULL, params, NULL, NULL, 0);
+		v = one_value(c->client, "the permit in dlock_locks", res);
+		if (v == NULL || strcmp(v, "3") != 0)
+			fail(c->client, "got permit %s, expected 3", v ? v : "NULL");
+		PQclear(res);
+		res = PQexecPrepared(conn, "release", 1, params, NULL, NULL, 0);
+		expect_true(c->client, modes[mode].release, res);
+		PQclear(res);
+	}
 
 	pthread_barrier_wait(&ready);
 	while (!atomic_load_explicit(&stop, memory_order_relaxed))
@@ -199,6 +240,9 @@ pg_client(Client *c)
 		c->cycles++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &c->end);
+	for (int i = 0; i < 2; i++)
+		if (others[i] != NULL)
+			PQfinish(others[i]);
 	PQfinish(conn);
 }
 
@@ -313,7 +357,7 @@ main(int argc, char **argv)
 
 	if (argc != 5)
 	{
-		fprintf(stderr, "usage: %s dlock|dlock_lease|detached|advisory|redis CLIENTS SECONDS TARGET\n",
+		fprintf(stderr, "usage: %s dlock|dlock_lease|detached|advisory|redis|semaphore|semaphore_p3 CLIENTS SECONDS TARGET\n",
 				argv[0]);
 		return 2;
 	}

@@ -68,6 +68,12 @@ SELECT * FROM rows_of('sem') WHERE scope = 'session';
 SELECT dlock_unlock('sem'), dlock_unlock('sem'), dlock_unlock('sem');
 SELECT dlock_unlock('sem') AS not_held;
 
+-- a raw advisory lock of the key is permit 1, and not this session's permit
+SELECT pg_advisory_lock(dlock_key('raw')) IS NOT NULL AS raw_lock;
+SELECT dlock_try('raw', permits => 3) AS permit_2;
+SELECT scope, granted, permit FROM dlock_locks WHERE key = dlock_key('raw') ORDER BY permit NULLS FIRST;
+SELECT dlock_unlock('raw'), pg_advisory_unlock(dlock_key('raw'));
+
 -- transaction scope: released at the end of the transaction, and with a
 -- rolled-back savepoint
 BEGIN;

@@ -477,8 +477,19 @@ wait_for_permit(const DlockName *name, int ref, bool xact, const AcquireArgs *a,
 	LOCKTAG		turnstile;
 	volatile int permit = 0;
 	volatile bool head = false;
-	TimestampTz deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
+	volatile TimestampTz deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
+	volatile bool by_lock_timeout = false;
 
+	/*
+	 * Without a timeout, lock_timeout bounds the whole wait, as it bounds
+	 * the wait in line (a lock wait): the first in line's too, from the
+	 * call's start, with its usual error.
+	 */
+	if (a->timeout_us < 0 && LockTimeout > 0)
+	{
+		deadline = start + (int64) LockTimeout * 1000;
+		by_lock_timeout = true;
+	}
 	dlock_set_turnstile_tag(&turnstile, MyDatabaseId, name->key);
 	dlock_permit_queue_enter(MyDatabaseId, name->key);
 	PG_TRY();
@@ -490,6 +501,10 @@ wait_for_permit(const DlockName *name, int ref, bool xact, const AcquireArgs *a,
 			DLOCK_FAULT("permit.head");
 			permit = dlock_permit_head(MyDatabaseId, name->key, a->permits, !xact, deadline,
 									   NULL, NULL);
+			if (permit == 0 && by_lock_timeout)
+				ereport(ERROR,
+						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+						 errmsg("canceling statement due to lock timeout")));
 			head = false;
 			LockRelease(&turnstile, ExclusiveLock, true);
 		}

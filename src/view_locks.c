@@ -447,8 +447,8 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	if (turnstile && (row == NULL || !row->has_entry || row->e.waiting == DLOCK_WAIT_NONE))
 		return;
 	/* permit 1 is the name's lock: a permit where the entry says so */
-	if (permit == 0 && granted && row != NULL && row->has_entry)
-		permit = row->e.permit;
+	if (permit == 0 && granted && row != NULL && row->has_entry && row->e.permit == 1)
+		permit = 1;
 	/*
 	 * A session hold with a lease is the entry's only while its lease marker
 	 * is held: one of the same key taken afresh after

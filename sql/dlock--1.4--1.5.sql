@@ -46,7 +46,7 @@
 ALTER FUNCTION dlock_try(dlock_name, boolean, interval) RENAME TO dlock_try_1_4;
 CREATE FUNCTION dlock_try(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
                           lease_ms bigint DEFAULT NULL, info text DEFAULT NULL,
-                          permits integer DEFAULT NULL)
+                          permits bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -55,7 +55,7 @@ ALTER FUNCTION dlock_lock(dlock_name, interval, boolean, interval) RENAME TO dlo
 CREATE FUNCTION dlock_lock(name dlock_name, timeout interval DEFAULT NULL,
                            shared boolean DEFAULT false, lease interval DEFAULT NULL,
                            timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
-                           info text DEFAULT NULL, permits integer DEFAULT NULL)
+                           info text DEFAULT NULL, permits bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -63,7 +63,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 ALTER FUNCTION dlock_try_xact(dlock_name, boolean, interval) RENAME TO dlock_try_xact_1_4;
 CREATE FUNCTION dlock_try_xact(name dlock_name, shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                lease_ms bigint DEFAULT NULL, info text DEFAULT NULL,
-                               permits integer DEFAULT NULL)
+                               permits bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -72,7 +72,7 @@ ALTER FUNCTION dlock_lock_xact(dlock_name, interval, boolean, interval) RENAME T
 CREATE FUNCTION dlock_lock_xact(name dlock_name, timeout interval DEFAULT NULL,
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                 timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
-                                info text DEFAULT NULL, permits integer DEFAULT NULL)
+                                info text DEFAULT NULL, permits bigint DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_xact_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -93,7 +93,7 @@ CREATE FUNCTION dlock_acquire(name dlock_name, lease interval DEFAULT NULL, time
                               lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
                               info text DEFAULT NULL,
                               min_hold interval DEFAULT NULL, min_hold_ms bigint DEFAULT NULL,
-                              permits integer DEFAULT NULL)
+                              permits bigint DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'dlock_acquire_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -105,7 +105,7 @@ RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'dlock_extend_1_5'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text, interval, bigint, integer) IS
+COMMENT ON FUNCTION dlock_acquire(dlock_name, interval, interval, boolean, bigint, bigint, text, interval, bigint, bigint) IS
 'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given); held at least min_hold, even if released earlier; permits: one of that many permits of a semaphore';
 COMMENT ON FUNCTION dlock_extend(text, bigint, interval, bigint, text) IS
 'give the detached lock held with this token a new lease, counted from now (lease, or lease_ms in milliseconds), and new info if given; returns when it ends';
@@ -219,15 +219,15 @@ BEGIN
            coalesce(o.proacl, acldefault('f', o.proowner)) AS old_acl, o.proconfig,
            pg_get_userbyid(o.proowner) AS owner_name, v.move
       FROM (VALUES
-        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(dlock_name,boolean,interval,bigint,text,integer)', true),
+        ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(dlock_name,boolean,interval,bigint,text,bigint)', true),
         ('dlock_lock_1_4(dlock_name,interval,boolean,interval)',
-         'dlock_lock(dlock_name,interval,boolean,interval,bigint,bigint,text,integer)', true),
-        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(dlock_name,boolean,interval,bigint,text,integer)', true),
+         'dlock_lock(dlock_name,interval,boolean,interval,bigint,bigint,text,bigint)', true),
+        ('dlock_try_xact_1_4(dlock_name,boolean,interval)', 'dlock_try_xact(dlock_name,boolean,interval,bigint,text,bigint)', true),
         ('dlock_lock_xact_1_4(dlock_name,interval,boolean,interval)',
-         'dlock_lock_xact(dlock_name,interval,boolean,interval,bigint,bigint,text,integer)', true),
+         'dlock_lock_xact(dlock_name,interval,boolean,interval,bigint,bigint,text,bigint)', true),
         ('dlock_renew_1_4(text,interval)', 'dlock_renew(text,interval,bigint,text)', true),
         ('dlock_acquire_1_4(dlock_name,interval,interval,boolean)',
-         'dlock_acquire(dlock_name,interval,interval,boolean,bigint,bigint,text,interval,bigint,integer)', true),
+         'dlock_acquire(dlock_name,interval,interval,boolean,bigint,bigint,text,interval,bigint,bigint)', true),
         ('dlock_extend_1_4(text,bigint,interval)', 'dlock_extend(text,bigint,interval,bigint,text)', true),
         ('dlock_locks_1_4()', 'dlock_locks()', true),
         ('dlock_try_1_4(dlock_name,boolean,interval)', 'dlock_try(text[],boolean,interval,bigint,text)', false),

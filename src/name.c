@@ -379,19 +379,19 @@ dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 int
 dlock_permits_given(FunctionCallInfo fcinfo, int argno, bool shared)
 {
-	int32		n = PG_GETARG_INT32(argno);
+	int64		n = PG_GETARG_INT64(argno);
 
 	if (n < 1 || n > DLOCK_PERMITS_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("permits must be between 1 and %d, not %d", DLOCK_PERMITS_MAX, n)));
+				 errmsg("permits must be between 1 and %d, not " INT64_FORMAT, DLOCK_PERMITS_MAX, n)));
 	if (n > 1 && shared)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a semaphore's permits cannot be shared"),
 				 errdetail("Each permit is held by one holder at a time."),
 				 errhint("Leave out \"shared\", or leave out \"permits\" for a shared lock.")));
-	return n > 1 ? n : 0;
+	return n > 1 ? (int) n : 0;
 }
 
 /* dlock_key(name text) returns bigint */

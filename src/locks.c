@@ -500,7 +500,7 @@ wait_for_permit(const DlockName *name, int ref, bool xact, const AcquireArgs *a,
 			head = true;
 			DLOCK_FAULT("permit.head");
 			permit = dlock_permit_head(MyDatabaseId, name->key, a->permits, !xact, deadline,
-									   NULL, NULL);
+									   true);
 			if (permit == 0 && by_lock_timeout)
 				ereport(ERROR,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),

@@ -24,20 +24,31 @@
  * at most a second later.
  *
  * The lock manager's deadlock detector sees the queue (a wait for the
- * turnstile), not the wait of the first in line (a condition variable):
- * that wait ends at its timeout, statement_timeout or a cancel.
+ * turnstile), not the wait of the first in line (a condition variable).
+ * For a session, that is checked here instead, every deadlock_timeout: a
+ * deadlock when every holder of the permits waits, through lock waits, for
+ * the first in line (refuse_deadlock).  A cycle through a wait the lock
+ * manager does not see either (another semaphore's first in line, a
+ * detached acquisition's waiter process) ends at its timeout,
+ * statement_timeout or a cancel.
  *
  * Layer 3 of the map in dlock.h (mechanisms): calls only files listed
  * before it there.
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
+#include "nodes/pg_list.h"
 #include "pgstat.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
 
@@ -184,17 +195,110 @@ dlock_permit_queue_leave(void)
 	my_bucket = -1;
 }
 
+/* Does pid wait, through lock waits, for this process (pg_blocking_pids)? */
+static bool
+waits_for_me(int pid, List **seen)
+{
+	List	   *todo = list_make1_int(pid);
+
+	while (todo != NIL)
+	{
+		int			x = linitial_int(todo);
+		ArrayType  *blockers;
+		Datum	   *elems;
+		int			n;
+
+		todo = list_delete_first(todo);
+		blockers = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids, Int32GetDatum(x)));
+		deconstruct_array(blockers, INT4OID, sizeof(int32), true, TYPALIGN_INT, &elems, NULL, &n);
+		for (int i = 0; i < n; i++)
+		{
+			int			b = DatumGetInt32(elems[i]);
+
+			if (b == MyProcPid)
+				return true;
+			if (!list_member_int(*seen, b))
+			{
+				*seen = lappend_int(*seen, b);
+				todo = lappend_int(todo, b);
+			}
+		}
+	}
+	return false;
+}
+
+/*
+ * The deadlock the lock manager cannot see: every holder of the permits
+ * this process waits for (first in line) waits, through lock waits, for
+ * this process, so none will ever let one go.  Run after deadlock_timeout
+ * of waiting, and again after each further deadlock_timeout.  A holder
+ * that waits where the lock manager does not look (first in line for
+ * another semaphore) or a prepared transaction is not taken for one.
+ */
+static void
+refuse_deadlock(Oid dbid, int64 key, int permits)
+{
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock deadlock check",
+											  ALLOCSET_SMALL_SIZES);
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	LockData   *ld = GetLockStatusData();
+	List	   *holders = NIL;
+	List	   *seen = NIL;
+	bool		deadlock = true;
+	ListCell   *lc;
+
+	for (int i = 0; i < ld->nelements; i++)
+	{
+		LockInstanceData *l = &ld->locks[i];
+		uint16		subid = l->locktag.locktag_field4;
+
+		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
+			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD ||
+			l->locktag.locktag_field1 != dbid ||
+			l->locktag.locktag_field2 != (uint32) ((uint64) key >> 32) ||
+			l->locktag.locktag_field3 != (uint32) key ||
+			l->holdMask == 0 ||
+			!(subid == DLOCK_SUBID_KEY ||
+			  (subid > DLOCK_SUBID_TURNSTILE + 1 && subid <= DLOCK_SUBID_TURNSTILE + permits)))
+			continue;
+		if (l->pid == 0 || l->pid == MyProcPid)
+			deadlock = false;	/* a prepared transaction's; ours (raw) */
+		else if (!list_member_int(holders, l->pid))
+			holders = lappend_int(holders, l->pid);
+	}
+	if (holders == NIL)
+		deadlock = false;
+	foreach(lc, holders)
+	{
+		if (!deadlock)
+			break;
+		deadlock = waits_for_me(lfirst_int(lc), &seen);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	if (deadlock)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+				 errmsg("deadlock detected"),
+				 errdetail("Process %d waits for a permit of a semaphore whose holders all wait for it.",
+						   MyProcPid)));
+}
+
 /*
  * First in line (the turnstile held): wait for a free permit until deadline
  * (0: no limit).  The permit, or 0 at the deadline; an error (a cancel, a
- * terminate) leaves no permit taken.  The caller gives the turnstile back.
+ * terminate, a deadlock) leaves no permit taken.  The caller gives the
+ * turnstile back.  detect: look for the deadlock the lock manager cannot
+ * see (refuse_deadlock) every deadlock_timeout.
  */
 int
 dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
-				  TimestampTz deadline, DlockPermitSkip skip, void *arg)
+				  TimestampTz deadline, bool detect)
 {
 	DlockPermitBucket *b = bucket(dlock_permit_bucket_of(dbid, key));
 	volatile int p = 0;
+	TimestampTz next_check = detect && DeadlockTimeout > 0 ?
+		GetCurrentTimestamp() + (int64) DeadlockTimeout * 1000 : 0;
 
 	PG_TRY();
 	{
@@ -206,7 +310,7 @@ dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
 			/* before the look: a release after it wakes us */
 			ConditionVariablePrepareToSleep(&b->cv);
 			DLOCK_FAULT("permit.look");
-			p = try_permits(dbid, key, permits, session, skip, arg);
+			p = try_permits(dbid, key, permits, session, NULL, NULL);
 			if (p > 0)
 				break;
 			now = GetCurrentTimestamp();
@@ -215,6 +319,15 @@ dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
 				if (now >= deadline)
 					break;
 				ms = (long) Min((deadline - now + 999) / 1000, DLOCK_PERMIT_LOOK_MS);
+			}
+			if (next_check != 0)
+			{
+				if (now >= next_check)
+				{
+					refuse_deadlock(dbid, key, permits);
+					next_check = now + (int64) DeadlockTimeout * 1000;
+				}
+				ms = Min(ms, (long) ((next_check - now + 999) / 1000));
 			}
 			(void) ConditionVariableTimedSleep(&b->cv, ms, PG_WAIT_EXTENSION);
 		}

@@ -21,7 +21,7 @@ extern int	dlock_permit_take(Oid dbid, int64 key, int permits, bool session,
 extern void dlock_permit_queue_enter(Oid dbid, int64 key);
 extern void dlock_permit_queue_leave(void);
 extern int	dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
-							  TimestampTz deadline, DlockPermitSkip skip, void *arg);
+							  TimestampTz deadline, bool detect);
 
 /* wake-ups: a name's lock or permit was released, now or at the transaction's end */
 extern void dlock_permit_wake_at_end(Oid dbid, int64 key);

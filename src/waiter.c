@@ -225,7 +225,7 @@ waiter_wait_permit(DlockWaiter *w, LOCKTAG *tag, int *permit)
 		{
 			DLOCK_FAULT("waiter.head");
 			p = dlock_permit_head(w->hold.dbid, w->hold.key, w->hold.permits, true,
-								  w->deadline, NULL, NULL);
+								  w->deadline, false);
 		}
 		PG_CATCH();
 		{

@@ -25,9 +25,9 @@
  *
  * The lock manager's deadlock detector sees the queue (a wait for the
  * turnstile), not the wait of the first in line (a condition variable).
- * For a session, that is checked here instead, every deadlock_timeout: a
- * deadlock when every holder of the permits waits, through lock waits, for
- * the first in line (refuse_deadlock).  A cycle through a wait the lock
+ * For a session, that is checked here instead, after deadlock_timeout and
+ * then at doubling intervals: a deadlock when each permit has a holder that
+ * waits, through lock waits, for the first in line (permits_deadlocked).  A cycle through a wait the lock
  * manager does not see either (another semaphore's first in line, a
  * detached acquisition's waiter process) ends at its timeout,
  * statement_timeout or a cancel.
@@ -55,6 +55,7 @@
 #include "dlock.h"
 #include "name.h"
 #include "semaphore.h"
+#include "slots.h"
 
 /* The longest sleep of the first in line between two looks (ms). */
 #define DLOCK_PERMIT_LOOK_MS 1000
@@ -197,8 +198,9 @@ dlock_permit_queue_leave(void)
 
 /* Does pid wait, through lock waits, for this process (pg_blocking_pids)? */
 static bool
-waits_for_me(int pid, List **seen)
+waits_for_me(int pid)
 {
+	List	   *seen = list_make1_int(pid);
 	List	   *todo = list_make1_int(pid);
 
 	while (todo != NIL)
@@ -217,9 +219,9 @@ waits_for_me(int pid, List **seen)
 
 			if (b == MyProcPid)
 				return true;
-			if (!list_member_int(*seen, b))
+			if (!list_member_int(seen, b))
 			{
-				*seen = lappend_int(*seen, b);
+				seen = lappend_int(seen, b);
 				todo = lappend_int(todo, b);
 			}
 		}
@@ -227,61 +229,97 @@ waits_for_me(int pid, List **seen)
 	return false;
 }
 
+/* Does session pid hold a lease on the name (it will let it go in time)? */
+static bool
+holds_with_lease(int pid, Oid dbid, int64 key)
+{
+	for (int i = 0; i < dlock_slots->nslots; i++)
+	{
+		DlockSlot  *slot = dlock_slot(i);
+
+		if (slot->pid != pid || slot->dbid != dbid)
+			continue;
+		for (int j = 0; j < slot->nused && j < dlock_slots->entries_per_slot; j++)
+		{
+			DlockEntry *e = &slot->entries[j];
+
+			if (e->inuse && e->key == key && e->lease_expires != 0)
+				return true;
+		}
+	}
+	return false;
+}
+
 /*
- * The deadlock the lock manager cannot see: every holder of the permits
- * this process waits for (first in line) waits, through lock waits, for
- * this process, so none will ever let one go.  Run after deadlock_timeout
- * of waiting, and again after each further deadlock_timeout.  A holder
- * that waits where the lock manager does not look (first in line for
- * another semaphore) or a prepared transaction is not taken for one.
+ * The deadlock the lock manager cannot see: each of the permits 1..permits
+ * this process waits for (first in line) has a holder that waits, through
+ * lock waits, for this process, and without a lease: none of them will
+ * ever be let go.  (Permit 1 shared by plain shared holders is blocked by
+ * one of them.)  A holder that waits where the lock manager does not look
+ * (first in line for another semaphore), a prepared transaction's hold, a
+ * holder with a lease, or a free permit: no deadlock.
  */
-static void
-refuse_deadlock(Oid dbid, int64 key, int permits)
+static bool
+permits_deadlocked(Oid dbid, int64 key, int permits)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock deadlock check",
 											  ALLOCSET_SMALL_SIZES);
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	LockData   *ld = GetLockStatusData();
-	List	   *holders = NIL;
-	List	   *seen = NIL;
+	bool	   *blocked = palloc0(sizeof(bool) * (permits + 1));
+	bool	   *held = palloc0(sizeof(bool) * (permits + 1));
+	List	   *waiting = NIL;	/* pids found to wait for us */
+	List	   *free_to_go = NIL;	/* pids found not to */
 	bool		deadlock = true;
-	ListCell   *lc;
 
-	for (int i = 0; i < ld->nelements; i++)
+	for (int i = 0; i < ld->nelements && deadlock; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];
 		uint16		subid = l->locktag.locktag_field4;
+		int			permit;
+		bool		w;
 
 		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
 			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD ||
 			l->locktag.locktag_field1 != dbid ||
 			l->locktag.locktag_field2 != (uint32) ((uint64) key >> 32) ||
 			l->locktag.locktag_field3 != (uint32) key ||
-			l->holdMask == 0 ||
-			!(subid == DLOCK_SUBID_KEY ||
-			  (subid > DLOCK_SUBID_TURNSTILE + 1 && subid <= DLOCK_SUBID_TURNSTILE + permits)))
+			l->holdMask == 0)
+			continue;
+		if (subid == DLOCK_SUBID_KEY)
+			permit = 1;
+		else if (subid > DLOCK_SUBID_TURNSTILE + 1 && subid <= DLOCK_SUBID_TURNSTILE + permits)
+			permit = subid - DLOCK_SUBID_TURNSTILE;
+		else
+			continue;
+		held[permit] = true;
+		if (blocked[permit])
 			continue;
 		if (l->pid == 0 || l->pid == MyProcPid)
+		{
 			deadlock = false;	/* a prepared transaction's; ours (raw) */
-		else if (!list_member_int(holders, l->pid))
-			holders = lappend_int(holders, l->pid);
-	}
-	if (holders == NIL)
-		deadlock = false;
-	foreach(lc, holders)
-	{
-		if (!deadlock)
 			break;
-		deadlock = waits_for_me(lfirst_int(lc), &seen);
+		}
+		if (list_member_int(waiting, l->pid))
+			w = true;
+		else if (list_member_int(free_to_go, l->pid))
+			w = false;
+		else
+		{
+			w = waits_for_me(l->pid) && !holds_with_lease(l->pid, dbid, key);
+			if (w)
+				waiting = lappend_int(waiting, l->pid);
+			else
+				free_to_go = lappend_int(free_to_go, l->pid);
+		}
+		if (w)
+			blocked[permit] = true;
 	}
+	for (int p = 1; p <= permits && deadlock; p++)
+		deadlock = held[p] && blocked[p];
 	MemoryContextSwitchTo(old);
 	MemoryContextDelete(cxt);
-	if (deadlock)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
-				 errmsg("deadlock detected"),
-				 errdetail("Process %d waits for a permit of a semaphore whose holders all wait for it.",
-						   MyProcPid)));
+	return deadlock;
 }
 
 /*
@@ -289,7 +327,7 @@ refuse_deadlock(Oid dbid, int64 key, int permits)
  * (0: no limit).  The permit, or 0 at the deadline; an error (a cancel, a
  * terminate, a deadlock) leaves no permit taken.  The caller gives the
  * turnstile back.  detect: look for the deadlock the lock manager cannot
- * see (refuse_deadlock) every deadlock_timeout.
+ * see (permits_deadlocked).
  */
 int
 dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
@@ -297,8 +335,9 @@ dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
 {
 	DlockPermitBucket *b = bucket(dlock_permit_bucket_of(dbid, key));
 	volatile int p = 0;
-	TimestampTz next_check = detect && DeadlockTimeout > 0 ?
-		GetCurrentTimestamp() + (int64) DeadlockTimeout * 1000 : 0;
+	volatile int64 check_every = (int64) DeadlockTimeout * 1000;
+	volatile TimestampTz next_check = detect && DeadlockTimeout > 0 ?
+		GetCurrentTimestamp() + check_every : 0;
 
 	PG_TRY();
 	{
@@ -322,10 +361,28 @@ dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
 			}
 			if (next_check != 0)
 			{
+				/*
+				 * A deadlock, seen twice with a look for a free permit
+				 * between (a holder may let go while we read the lock
+				 * table, and wait for us afterwards).  Looked for after
+				 * deadlock_timeout, then at twice the last interval.
+				 */
 				if (now >= next_check)
 				{
-					refuse_deadlock(dbid, key, permits);
-					next_check = now + (int64) DeadlockTimeout * 1000;
+					if (permits_deadlocked(dbid, key, permits))
+					{
+						p = try_permits(dbid, key, permits, session, NULL, NULL);
+						if (p > 0)
+							break;
+						if (permits_deadlocked(dbid, key, permits))
+							ereport(ERROR,
+									(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
+									 errmsg("deadlock detected"),
+									 errdetail("Process %d waits for a permit of a semaphore whose every permit is held by a process that waits for it.",
+											   MyProcPid)));
+					}
+					check_every *= 2;
+					next_check = now + check_every;
 				}
 				ms = Min(ms, (long) ((next_check - now + 999) / 1000));
 			}

@@ -319,6 +319,91 @@ def t_semaphore_queue():
     close_all(obs, a, b, w2.conn, w3.conn)
 
 
+def sleeping_first_in_line(obs, pid):
+    return wait_until(lambda: q(obs, "SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)), 5)
+
+
+@check("semaphore: a deadlock through its first in line is found (40P01), also when both holders wait through one session, "
+       "and a permit shared by plain shared holders counts as blocked by one of them")
+def t_semaphore_deadlock():
+    # two holders of the two permits wait (through q's lock) for w, first in line
+    obs, h1, h2, qs = connect(), connect(), connect(), connect()
+    q(h1, "SELECT dlock_try('sd', permits => 2)")
+    q(h2, "SELECT dlock_try('sd', permits => 2)")
+    q(qs, "SELECT dlock_try('sd-q')")
+    w1 = Waiter("SELECT dlock_lock('sd-q', timeout => '20s')", conn=h1)
+    w1.start_and_wait_blocked(obs)
+    w2 = Waiter("SELECT dlock_lock('sd-q', timeout => '20s')", conn=h2)
+    w2.start_and_wait_blocked(obs)
+    w = Waiter("SELECT dlock_lock('sd', timeout => '20s', permits => 2)")
+    w.start()
+    expect(sleeping_first_in_line(obs, w.pid), "w never slept first in line")
+    # q lines up behind w: h1 -> q -> w and h2 -> q -> w
+    qw = Waiter("SELECT dlock_lock('sd', timeout => '20s', permits => 2)", conn=qs)
+    qw.start_and_wait_blocked(obs)
+    w.join(10)
+    expect(w.error is not None and w.error.pgcode == "40P01", "w got %r / %r" % (w.result, w.error))
+    # then q, first in line now, is in the same cycle (its lock holds both holders)
+    qw.join(10)
+    expect(qw.error is not None and qw.error.pgcode == "40P01", "q got %r / %r" % (qw.result, qw.error))
+    q(qs, "SELECT dlock_unlock('sd-q')")
+    w1.join(10)
+    q(h1, "SELECT dlock_unlock_all()")
+    w2.join(10)
+    expect(w1.result is True and w2.result is True, "holders got %r, %r" % (w1.result, w2.result))
+    q(h2, "SELECT dlock_unlock_all()")
+    expect(q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid >= 1000") == 0,
+           "a turnstile or permit left")
+    close_all(w.conn)
+
+    # permit 1 held shared by s1 (waiting for w) and s2 (idle), permit 2 by h (waiting for w)
+    s1, s2, h, wc = connect(), connect(), connect(), connect()
+    q(s1, "SELECT dlock_try('sd', shared => true)")
+    q(s2, "SELECT dlock_try('sd', shared => true)")
+    q(h, "SELECT dlock_try('sd', permits => 2)")
+    q(wc, "SELECT dlock_try('sd-q')")
+    b1 = Waiter("SELECT dlock_lock('sd-q', timeout => '20s')", conn=s1)
+    b1.start_and_wait_blocked(obs)
+    b2 = Waiter("SELECT dlock_lock('sd-q', timeout => '20s')", conn=h)
+    b2.start_and_wait_blocked(obs)
+    t0 = time.monotonic()
+    answer = None
+    try:
+        answer = q(wc, "SELECT dlock_lock('sd', timeout => '10s', permits => 2)")
+        got = None
+    except psycopg2.Error as e:
+        got = e.pgcode
+    expect(got == "40P01" and time.monotonic() - t0 < 5, "w got %r / %r after %.1f s" % (answer, got, time.monotonic() - t0))
+    q(wc, "SELECT dlock_unlock_all()")
+    b1.join(10)
+    b2.join(10)
+    for c in (s1, s2, h):
+        q(c, "SELECT dlock_unlock_all()")
+    close_all(obs, s1, s2, h, wc, qs, h1, h2)
+
+
+@check("semaphore: no deadlock is taken where a holder will let go (a lease), nor where one permit's holder waits for nobody")
+def t_semaphore_no_false_deadlock():
+    obs, h1, h2, wc = connect(), connect(), connect(), connect()
+    q(h1, "SELECT dlock_try('sf', lease => '2s', permits => 2)")
+    q(h2, "SELECT dlock_try('sf', permits => 2)")
+    q(wc, "SELECT dlock_try('sf-q')")
+    b1 = Waiter("SELECT dlock_lock('sf-q', timeout => '20s')", conn=h1)
+    b1.start_and_wait_blocked(obs)
+    b2 = Waiter("SELECT dlock_lock('sf-q', timeout => '20s')", conn=h2)
+    b2.start_and_wait_blocked(obs)
+    # both wait for w, but h1's lease ends it: w gets its permit then, no 40P01
+    t0 = time.monotonic()
+    answer = q(wc, "SELECT dlock_lock('sf', timeout => '10s', permits => 2)")
+    expect(answer is True and 1.0 < time.monotonic() - t0 < 6, "w got %r after %.1f s" % (answer, time.monotonic() - t0))
+    q(wc, "SELECT dlock_unlock_all()")
+    b1.join(10)
+    b2.join(10)
+    q(h2, "SELECT dlock_unlock_all()")
+    close_all(obs, h2, wc)
+
+
 @check("several detached names: the call's timeout bounds a stalled lock holder too (NULL at the deadline, none kept)")
 def t_several_holder_stalled():
     # key order: sv-b < sv-c; sv-b is granted by the lock holder at once,
@@ -1246,7 +1331,7 @@ def main():
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
-              t_semaphore_queue,
+              t_semaphore_queue, t_semaphore_deadlock, t_semaphore_no_false_deadlock,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,

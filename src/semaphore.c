@@ -229,9 +229,12 @@ waits_for_me(int pid)
 	return false;
 }
 
-/* Does session pid hold a lease on the name (it will let it go in time)? */
+/*
+ * Does session pid hold a lock with a lease, on any name?  Its lease's end
+ * ends the session, or its transaction, and lets go of what it holds.
+ */
 static bool
-holds_with_lease(int pid, Oid dbid, int64 key)
+holds_with_lease(int pid, Oid dbid)
 {
 	for (int i = 0; i < dlock_slots->nslots; i++)
 	{
@@ -243,7 +246,7 @@ holds_with_lease(int pid, Oid dbid, int64 key)
 		{
 			DlockEntry *e = &slot->entries[j];
 
-			if (e->inuse && e->key == key && e->lease_expires != 0)
+			if (e->inuse && e->lease_expires != 0)
 				return true;
 		}
 	}
@@ -257,10 +260,11 @@ holds_with_lease(int pid, Oid dbid, int64 key)
  * ever be let go.  (Permit 1 shared by plain shared holders is blocked by
  * one of them.)  A holder that waits where the lock manager does not look
  * (first in line for another semaphore), a prepared transaction's hold, a
- * holder with a lease, or a free permit: no deadlock.
+ * holder with a lease, or a free permit: no deadlock.  by[p]: the pid
+ * found to block permit p.
  */
 static bool
-permits_deadlocked(Oid dbid, int64 key, int permits)
+permits_deadlocked(Oid dbid, int64 key, int permits, int *by)
 {
 	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "dlock deadlock check",
 											  ALLOCSET_SMALL_SIZES);
@@ -306,14 +310,17 @@ permits_deadlocked(Oid dbid, int64 key, int permits)
 			w = false;
 		else
 		{
-			w = waits_for_me(l->pid) && !holds_with_lease(l->pid, dbid, key);
+			w = waits_for_me(l->pid) && !holds_with_lease(l->pid, dbid);
 			if (w)
 				waiting = lappend_int(waiting, l->pid);
 			else
 				free_to_go = lappend_int(free_to_go, l->pid);
 		}
 		if (w)
+		{
 			blocked[permit] = true;
+			by[permit] = l->pid;
+		}
 	}
 	for (int p = 1; p <= permits && deadlock; p++)
 		deadlock = held[p] && blocked[p];
@@ -363,24 +370,32 @@ dlock_permit_head(Oid dbid, int64 key, int permits, bool session,
 			{
 				/*
 				 * A deadlock, seen twice with a look for a free permit
-				 * between (a holder may let go while we read the lock
+				 * between, and the same holders blocking the same permits
+				 * both times (a holder may let go while we read the lock
 				 * table, and wait for us afterwards).  Looked for after
 				 * deadlock_timeout, then at twice the last interval.
 				 */
 				if (now >= next_check)
 				{
-					if (permits_deadlocked(dbid, key, permits))
+					int		   *by1 = palloc0(sizeof(int) * (permits + 1));
+					int		   *by2 = palloc0(sizeof(int) * (permits + 1));
+
+					if (permits_deadlocked(dbid, key, permits, by1))
 					{
 						p = try_permits(dbid, key, permits, session, NULL, NULL);
 						if (p > 0)
 							break;
-						if (permits_deadlocked(dbid, key, permits))
+						/* the same holders, blocking the same permits */
+						if (permits_deadlocked(dbid, key, permits, by2) &&
+							memcmp(by1, by2, sizeof(int) * (permits + 1)) == 0)
 							ereport(ERROR,
 									(errcode(ERRCODE_T_R_DEADLOCK_DETECTED),
 									 errmsg("deadlock detected"),
 									 errdetail("Process %d waits for a permit of a semaphore whose every permit is held by a process that waits for it.",
 											   MyProcPid)));
 					}
+					pfree(by1);
+					pfree(by2);
 					check_every *= 2;
 					next_check = now + check_every;
 				}

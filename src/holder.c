@@ -357,8 +357,7 @@ static void
 give_back(DlockRequest *r, const LOCKTAG *tag, LOCKMODE lockmode, int result)
 {
 	LockRelease(tag, lockmode, true);
-	dlock_permit_released(tag->locktag_field1,
-						  (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
+	dlock_permit_tag_released(tag);
 	serving_locked = false;
 	dlock_serve_reply_only(r, result);
 }
@@ -593,9 +592,7 @@ holder_recover(void)
 	if (serving_locked)
 	{
 		LockRelease(&serving_tag, serving_mode, true);
-		dlock_permit_released(serving_tag.locktag_field1,
-							  (int64) (((uint64) serving_tag.locktag_field2 << 32) |
-									   serving_tag.locktag_field3));
+		dlock_permit_tag_released(&serving_tag);
 	}
 	serving_locked = false;
 	dlock_serving = NULL;

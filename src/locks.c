@@ -157,14 +157,6 @@ set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const DlockI
 	dlock_change_end(ref);
 }
 
-/* A name's lock or permit, or its turnstile, was released: wake its waiters. */
-static inline void
-tag_released(const LOCKTAG *tag)
-{
-	dlock_permit_released(tag->locktag_field1,
-						  (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
-}
-
 /* Release a session lock the caller is not to keep, if the lock manager has it. */
 static void
 release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
@@ -172,7 +164,7 @@ release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
 	if (!xact && dlock_lock_held_by_me(tag, lockmode))
 	{
 		LockRelease(tag, lockmode, true);
-		tag_released(tag);
+		dlock_permit_tag_released(tag);
 	}
 }
 
@@ -418,7 +410,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 	{
 		/* one grant of this call: the count the lock manager added */
 		LockRelease(tag, lockmode, !xact);
-		tag_released(tag);
+		dlock_permit_tag_released(tag);
 		if (took_marker)
 			dlock_marker_drop(name->key, mode);
 		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
@@ -749,7 +741,7 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, dlock_entry_at(ref)->permit);
 	released = LockRelease(&tag, DlockLockMode(mode), true);
 	if (released)
-		tag_released(&tag);
+		dlock_permit_tag_released(&tag);
 	/* nothing below raises: only a signal, a stall or a death can land here */
 	DLOCK_FAULT("lock.release");
 	if (ref >= 0)
@@ -1009,7 +1001,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		{
 			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
 				break;
-			tag_released(&tag);
+			dlock_permit_tag_released(&tag);
 			released = true;
 			dlock_change_begin(ref);
 			e->nsession--;

@@ -69,4 +69,12 @@ dlock_permit_released(Oid dbid, int64 key)
 		ConditionVariableBroadcast(&b->cv);
 }
 
+/* The same, for the lock of tag (a name's lock, permit or turnstile). */
+static inline void
+dlock_permit_tag_released(const LOCKTAG *tag)
+{
+	dlock_permit_released(tag->locktag_field1,
+						  (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
+}
+
 #endif							/* DLOCK_SEMAPHORE_H */

@@ -17,7 +17,7 @@ OBJS = src/sha256.o src/name.o src/changecount.o src/subxact.o src/slots.o src/e
 	src/reaper.o src/serve.o src/holder.o src/waiter.o src/shmem.o src/dlock.o
 EXTENSION = dlock
 DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql \
-	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql sql/dlock--1.4--1.5.sql
+	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql sql/dlock--1.4--1.5.sql sql/dlock--1.5.sql
 PGFILEDESC = "dlock - named, lease-aware advisory locks"
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror

@@ -194,6 +194,7 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	h->key = name->key;
 	h->role = GetUserId();
 	h->limit_role = GetSessionUserId();
+	h->client_role = MyBEEntry != NULL ? MyBEEntry->st_userid : h->limit_role;
 	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
 	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
 	dlock_client_address(MyBEEntry, h->client);

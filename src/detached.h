@@ -44,6 +44,9 @@ typedef struct DlockHold
 	Oid			role;			/* the current user: who may extend, release */
 	Oid			limit_role;		/* the session's user: whose limits it counts
 								 * against (SET ROLE does not move it) */
+	Oid			client_role;	/* who may see the client's address: the
+								 * role pg_stat_activity judges the session
+								 * by (its st_userid) */
 	int64		key;
 	int64		token;
 	TimestampTz since;			/* granted at, or waiting since */

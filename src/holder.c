@@ -467,6 +467,7 @@ holder_acquire(DlockRequest *r)
 	h->dbid = req->dbid;
 	h->role = req->role;
 	h->limit_role = req->limit_role;
+	h->client_role = req->client_role;
 	h->key = req->key;
 	h->token = token;
 	h->min_hold_us = req->min_hold_us;

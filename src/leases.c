@@ -97,7 +97,7 @@ dlock_lease_refuse_after_expiry(void)
 		if (!e->inuse || e->lease_expires == 0 || e->nsession + e->nxact == 0)
 			continue;
 		if (e->lease_expires <= now && dlock_entry_lock_held(e))
-			dlock_lease_expired(pnstrdup(e->name, e->namelen), e->lease_expires);
+			dlock_lease_expired(dlock_stored_name(e->name, e->namelen), e->lease_expires);
 		if (next == 0 || e->lease_expires < next)
 			next = e->lease_expires;
 	}
@@ -167,7 +167,7 @@ dlock_lease_refuse_prepare(void)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("cannot PREPARE a transaction while this session holds a dlock lock with a lease"),
 					 errdetail("A prepared transaction could be committed after the lease of lock \"%s\" ran out, by any session.",
-							   pnstrdup(e->name, e->namelen)),
+							   dlock_stored_name(e->name, e->namelen)),
 					 errhint("Release the lock, or take it without a lease, before PREPARE TRANSACTION.")));
 	}
 }
@@ -202,7 +202,7 @@ static void
 refuse_commit(const char *utf8name, int len, TimestampTz expired, bool prepare,
 			  int how)
 {
-	char	   *name = pg_any_to_server(pnstrdup(utf8name, len), len, PG_UTF8);
+	char	   *name = dlock_stored_name(utf8name, len);
 	const char *at = timestamptz_to_str(expired);
 
 	if (how != EXPIRED_RELEASED)
@@ -356,6 +356,8 @@ dlock_renew(PG_FUNCTION_ARGS)
 	lease_us = dlock_lease_arg(fcinfo, 1, 2);
 	dlock_entry_info_arg(fcinfo, 3, &info);
 	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
+	/* a renewal sets a lease, or info: only from the session's own code */
+	dlock_check_own_session(lease_us >= 0 || !info.given);
 	dlock_backend_init();
 
 	n = dlock_entries_held(&name, refs);

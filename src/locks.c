@@ -454,6 +454,9 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 	a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
 	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
 	a->permits = dlock_permits_arg(fcinfo, can_wait ? 7 : 5, a->mode == DLOCK_SHARED);
+	/* what can end this session, or speak for it: only from its own code */
+	if (unlikely(a->lease_us >= 0 || a->info.given))
+		dlock_check_own_session(a->lease_us >= 0);
 }
 
 /*

@@ -16,6 +16,7 @@
 #include <limits.h>
 
 #include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
@@ -24,8 +25,11 @@
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/backend_status.h"
 #include "utils/array.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -358,6 +362,53 @@ dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
 	info->len = len;
 }
 
+/*
+ * Code that runs in this session as another role, on that role's behalf:
+ * may it give one of this session's locks a lease (which ends the session,
+ * or its transaction, when it runs out) or info (the holder's word)?  Only
+ * where that role could end the session itself, by pg_terminate_backend's
+ * rule: a superuser, or a role with the privileges of the session's role
+ * (or of pg_signal_backend, for a session that is not a superuser's).  A
+ * security-restricted operation (ANALYZE, VACUUM, CREATE INDEX, REFRESH
+ * MATERIALIZED VIEW, ... running a table owner's expressions) never may:
+ * it runs in whoever's session maintains the table.  SET ROLE is the
+ * session's own doing and is no local change of user.
+ */
+void
+dlock_refuse_foreign_code(bool lease)
+{
+	Oid			runs_as = GetUserId();
+	Oid			session_role = MyProc != NULL ? MyProc->roleId : GetSessionUserId();
+	const char *runs_as_name;
+	const char *session_name;
+
+	if (InSecurityRestrictedOperation())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 lease ?
+				 errmsg("cannot give a lock a lease within a security-restricted operation") :
+				 errmsg("cannot give a lock info within a security-restricted operation"),
+				 errdetail("ANALYZE, VACUUM, CREATE INDEX, REFRESH MATERIALIZED VIEW and the like run a table owner's code in the session of whoever runs them; a lease given there would end that session."),
+				 errhint("Take the lock without a lease or info there, or outside the operation.")));
+	if (runs_as == GetSessionUserId() ||
+		(superuser_arg(session_role) ? superuser_arg(runs_as) :
+		 (has_privs_of_role(runs_as, session_role) ||
+		  has_privs_of_role(runs_as, ROLE_PG_SIGNAL_BACKEND))))
+		return;
+	runs_as_name = GetUserNameFromId(runs_as, true);
+	session_name = GetUserNameFromId(session_role, true);
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 lease ?
+			 errmsg("cannot give a lock a lease from code running as role \"%s\" in a session it could not end",
+					runs_as_name ? runs_as_name : "?") :
+			 errmsg("cannot give a lock info from code running as role \"%s\" in a session it could not end",
+					runs_as_name ? runs_as_name : "?"),
+			 errdetail("A SECURITY DEFINER function of role \"%s\" runs in this session of role \"%s\", which that role could not end with pg_terminate_backend; a lease given here would end it.",
+					   runs_as_name ? runs_as_name : "?", session_name ? session_name : "?"),
+			 errhint("Give leases and info in code that runs as the session's user, or make the function's owner a member of the session's role.")));
+}
+
 /* A boolean argument; false for an argument the call does not have */
 bool
 dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
@@ -445,6 +496,33 @@ dlock_name_datum(const char *name, int namelen, bool *isnull)
 		return (Datum) 0;
 	}
 	return PointerGetDatum(cstring_to_text(buf));
+}
+
+/*
+ * A stored UTF-8 name (or info) as a C string in the database encoding, for
+ * a message; a character the encoding lacks is shown as \x and its bytes.
+ * Never raises an error about the encoding.
+ */
+char *
+dlock_stored_name(const char *utf8, int len)
+{
+	bool		isnull;
+	Datum		d = dlock_name_datum(utf8, len, &isnull);
+	StringInfoData buf;
+
+	if (!isnull)
+		return TextDatumGetCString(d);
+	initStringInfo(&buf);
+	for (int i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) utf8[i];
+
+		if (c >= 0x20 && c < 0x7f)
+			appendStringInfoChar(&buf, (char) c);
+		else
+			appendStringInfo(&buf, "\\x%02x", c);
+	}
+	return buf.data;
 }
 
 /*

@@ -7,6 +7,7 @@
 #define DLOCK_NAME_H
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "datatype/timestamp.h"
 #include "storage/lock.h"
 
@@ -73,10 +74,28 @@ dlock_permits_arg(FunctionCallInfo fcinfo, int argno, bool shared)
 	return dlock_permits_given(fcinfo, argno, shared);
 }
 extern void dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
+
+/*
+ * What can end this session (a lease) or speak for it (info) is accepted
+ * only from code that runs for the session itself (name.c): not inside a
+ * security-restricted operation, and not from a SECURITY DEFINER function
+ * (or other local change of user) of a role that could not end this session
+ * with pg_terminate_backend.  lease: a lease is given (else only info).
+ * Cheap on the usual path: two flag tests.
+ */
+extern void dlock_refuse_foreign_code(bool lease);
+
+static inline void
+dlock_check_own_session(bool lease)
+{
+	if (unlikely(InSecurityRestrictedOperation() || InLocalUserIdChange()))
+		dlock_refuse_foreign_code(lease);
+}
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 
 /* SQL values */
 extern Datum dlock_name_datum(const char *name, int namelen, bool *isnull);
+extern char *dlock_stored_name(const char *utf8, int len);
 extern Datum dlock_database_name(Oid dbid, bool as_text, bool *isnull);
 extern void dlock_database_names_reset(void);
 extern Datum dlock_interval_datum(int64 us);

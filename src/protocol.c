@@ -131,7 +131,7 @@ dlock_expiry_note(const DlockHold *h)
 	DlockExpired *x;
 
 	dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
-							  DLOCK_STAT_EXPIRED, 0);
+							  DLOCK_STAT_EXPIRED, 0, h->limit_role);
 	SpinLockAcquire(&s->expired_lock);
 	x = &s->expired[s->expired_next];
 	s->expired_next = (s->expired_next + 1) % DLOCK_EXPIRED_RING;

@@ -248,7 +248,7 @@ enforce(int i, const DlockSlot *copy, const DlockEntry *e, bool session,
 							   expired)));
 		if (first)
 			dlock_stats_count_counted(e->counted, copy->dbid, e->key, e->mode, e->name,
-									  e->namelen, DLOCK_STAT_EXPIRED, 0);
+									  e->namelen, DLOCK_STAT_EXPIRED, 0, InvalidOid);
 		a->stage = session ? 2 : 1;
 		a->when = now;
 	}

@@ -43,7 +43,8 @@ dlock_serve_hold_ended(const DlockHold *h)
 {
 	if (h->state == DLOCK_HOLD_HELD)
 		dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
-								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since);
+								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since,
+								  h->limit_role);
 }
 
 /*

@@ -160,7 +160,7 @@ dlock_stats_flush(void)
 	{
 		DlockStatsRecord *r = &pending[i];
 
-		dlock_stats_add(r->dbid, r->key, r->mode, r->name, r->namelen, &r->c);
+		dlock_stats_add(r->dbid, r->key, r->mode, r->name, r->namelen, r->owner, &r->c);
 	}
 	npending = 0;
 	memset(pending_index, -1, sizeof(pending_index));
@@ -195,6 +195,8 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	r->dbid = dbid;
 	r->key = key;
 	r->mode = mode;
+	/* a regular backend: its session's user owns what it adds (stats_table.h) */
+	r->owner = GetSessionUserId();
 	r->namelen = Min(namelen, DLOCK_NAME_MAX);
 	memcpy(r->name, name, r->namelen);
 	return &r->c;
@@ -203,11 +205,13 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 /*
  * Count one event of (dbid, key, mode).  us: ACQUIRED the wait (-1: none),
  * TIMEOUT/DEADLOCK/CANCEL the wait, RELEASED the hold.  now: ACQUIRED only
- * (0: take the time here).
+ * (0: take the time here).  owner: the role a new entry counts against,
+ * for the processes that count into the table directly (a regular backend
+ * counts against its session's user).
  */
 void
 dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
-						DlockStatEvent ev, int scope, int64 us, TimestampTz now)
+						DlockStatEvent ev, int scope, int64 us, TimestampTz now, Oid owner)
 {
 	DlockStatsCounters one;
 
@@ -222,7 +226,7 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 	}
 	memset(&one, 0, sizeof(one));
 	count_event(&one, ev, scope, us, now);
-	dlock_stats_add(dbid, key, mode, name, namelen, &one);
+	dlock_stats_add(dbid, key, mode, name, namelen, owner, &one);
 }
 
 /* A hold of this backend's entry ended now. */
@@ -233,5 +237,5 @@ dlock_stats_hold_ended(const DlockEntry *e)
 		return;
 	dlock_stats_count_event(MyDatabaseId, e->key, e->mode, e->name, e->namelen,
 							DLOCK_STAT_RELEASED, 0,
-							GetCurrentTimestamp() - e->since, 0);
+							GetCurrentTimestamp() - e->since, 0, InvalidOid);
 }

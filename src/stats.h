@@ -28,7 +28,7 @@ typedef enum DlockStatEvent
 extern bool dlock_track_stats;
 extern void dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name,
 									int namelen, DlockStatEvent ev, int scope, int64 us,
-									TimestampTz now);
+									TimestampTz now, Oid owner);
 extern void dlock_stats_hold_ended(const DlockEntry *e);
 extern void dlock_stats_backend_setup(void);
 extern void dlock_stats_flush(void);
@@ -46,19 +46,20 @@ dlock_stats_count(Oid dbid, int64 key, uint8 mode, const char *name, int namelen
 				  DlockStatEvent ev, int scope, int64 us, TimestampTz now)
 {
 	if (dlock_stats_tracking())
-		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, scope, us, now);
+		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, scope, us, now, InvalidOid);
 }
 
 /*
  * Count the end of a hold, or its lease's expiry, if its start was counted
- * (whatever dlock.track_stats says now).
+ * (whatever dlock.track_stats says now); owner: the role of the hold
+ * (InvalidOid: not known).
  */
 static inline void
 dlock_stats_count_counted(bool counted, Oid dbid, int64 key, uint8 mode, const char *name,
-						  int namelen, DlockStatEvent ev, int64 us)
+						  int namelen, DlockStatEvent ev, int64 us, Oid owner)
 {
 	if (counted && dlock_preloaded())
-		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, 0, us, 0);
+		dlock_stats_count_event(dbid, key, mode, name, namelen, ev, 0, us, 0, owner);
 }
 
 /* The event of an error that ended a wait (SQLSTATE), or -1: not counted. */

@@ -24,7 +24,20 @@
 #include "stats_table.h"
 
 #define DLOCK_STATS_FILE "pg_stat/dlock.stat"
-#define DLOCK_STATS_MAGIC 0x444c5301	/* "DLS" 1 */
+#define DLOCK_STATS_MAGIC 0x444c5302	/* "DLS" 2: records with their owner */
+#define DLOCK_STATS_MAGIC_1 0x444c5301	/* "DLS" 1: dlock 1.4 and 1.5 */
+
+/* A record of a version 1 file: no owner (read as InvalidOid). */
+typedef struct DlockStatsRecord1
+{
+	Oid			dbid;
+	uint8		mode;
+	uint8		pad;
+	uint16		namelen;
+	int64		key;
+	DlockStatsCounters c;
+	char		name[DLOCK_NAME_MAX];
+} DlockStatsRecord1;
 
 typedef struct DlockStatsFileHeader
 {
@@ -41,6 +54,8 @@ stats_load(void)
 	FILE	   *file;
 	DlockStatsFileHeader hdr;
 	DlockStatsRecord rec;
+	DlockStatsRecord1 rec1;
+	bool		v1;
 	int			i;
 	int			loaded = 0;
 
@@ -54,7 +69,8 @@ stats_load(void)
 		return;
 	}
 	if (fread(&hdr, sizeof(hdr), 1, file) != 1 ||
-		hdr.magic != DLOCK_STATS_MAGIC || hdr.record_size != sizeof(DlockStatsRecord) ||
+		!((hdr.magic == DLOCK_STATS_MAGIC && hdr.record_size == sizeof(DlockStatsRecord)) ||
+		  (hdr.magic == DLOCK_STATS_MAGIC_1 && hdr.record_size == sizeof(DlockStatsRecord1))) ||
 		hdr.count < 0)
 	{
 		ereport(LOG,
@@ -69,12 +85,24 @@ stats_load(void)
 		DlockStatsEntry *e;
 		int			p;
 
-		if (fread(&rec, sizeof(rec), 1, file) != 1)
+		v1 = hdr.magic == DLOCK_STATS_MAGIC_1;
+		if (v1 ? fread(&rec1, sizeof(rec1), 1, file) != 1 : fread(&rec, sizeof(rec), 1, file) != 1)
 		{
 			ereport(LOG,
 					(errmsg("dlock statistics file \"%s\" is truncated; kept %d of %d entries",
 							DLOCK_STATS_FILE, loaded, hdr.count)));
 			break;
+		}
+		if (v1)
+		{
+			memset(&rec, 0, sizeof(rec));
+			rec.dbid = rec1.dbid;
+			rec.mode = rec1.mode;
+			rec.namelen = rec1.namelen;
+			rec.owner = InvalidOid;
+			rec.key = rec1.key;
+			rec.c = rec1.c;
+			memcpy(rec.name, rec1.name, sizeof(rec.name));
 		}
 		if (rec.namelen > DLOCK_NAME_MAX || rec.mode > DLOCK_SHARED)
 			continue;
@@ -83,7 +111,7 @@ stats_load(void)
 		if (dlock_stats_tab->parts[p].count >= dlock_stats_tab->cap ||
 			dlock_stats_find(p, dlock_stats_hash(rec.dbid, rec.key, rec.mode), rec.dbid, rec.key, rec.mode) >= 0)
 			continue;
-		e = dlock_stats_entry_new(p, rec.dbid, rec.key, rec.mode, rec.name, rec.namelen);
+		e = dlock_stats_entry_new(p, rec.dbid, rec.key, rec.mode, rec.name, rec.namelen, rec.owner);
 		if (e != NULL)
 		{
 			e->r.c = rec.c;

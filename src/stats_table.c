@@ -8,11 +8,17 @@
  * there is no lock that every lock call takes, and two names in different
  * parts never meet.
  *
- * Eviction, per part: when a new name finds its part full, the
+ * Eviction, per part: when a new name finds its part full, up to
  * DLOCK_STATS_EVICT_PERCENT of the part's entries with the lowest usage are
  * dropped, and every remaining usage is decayed by DLOCK_STATS_DECAY.  Each
  * event adds 1 to its entry's usage, so what goes is what was least used
- * lately (README.md "Monitoring").
+ * lately (README.md "Monitoring").  Which entries may go depends on who
+ * asks (the owner of the new entry, the session's user): a role that owns
+ * its share of the part (dlock_stats_role_share) or more drops only its
+ * own; one that owns less drops those of the roles that own more than
+ * their share, and the least used of all only when no role does.  So the
+ * names of one role, however many and however chosen for one part, push
+ * out at most a share of another role's entries (README.md "Security").
  *
  * Invariant: nothing here raises an error or allocates on the counting
  * path; an event that cannot be counted (never: the table makes room) is
@@ -47,6 +53,9 @@ typedef struct UsageRank
 	int			entry;
 } UsageRank;
 static UsageRank *ranks = NULL;
+
+/* per process, for eviction: the owners of one part's entries, sorted */
+static Oid *owners = NULL;
 
 static int
 stats_cap(void)
@@ -220,42 +229,115 @@ select_lowest(UsageRank *r, int n, int k)
 	}
 }
 
+static int
+oid_cmp(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* Does role own more than its share of part p?  (owners: the part's, sorted) */
+static bool
+over_share(const Oid *sorted, int n, Oid role, int share)
+{
+	int			lo = 0;
+	int			hi = n;
+	int			count = 0;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (sorted[mid] < role)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	while (lo < n && sorted[lo] == role && count <= share)
+		lo++, count++;
+	return count > share;
+}
+
 /*
- * Part p is full (exclusive lock held): drop its least used entries, and
- * decay the usage of the rest.  Without memory to rank them (never in
- * practice), only the least used entry goes.
+ * Part p is full (exclusive lock held) and owner needs an entry: drop the
+ * least used entries that owner may push out (above), and decay the usage
+ * of the rest.  Without memory to rank them (never in practice), only the
+ * least used entry that may go goes.
  */
 static void
-part_evict(int p)
+part_evict(int p, Oid owner)
 {
 	DlockStatsPart *part = &dlock_stats_tab->parts[p];
+	int			cap = dlock_stats_tab->cap;
+	int			share = dlock_stats_role_share(cap);
 	int			n = 0;
-	int			drop = Max(1, dlock_stats_tab->cap * DLOCK_STATS_EVICT_PERCENT / 100);
+	int			nowners = 0;
+	int			drop = Max(1, cap * DLOCK_STATS_EVICT_PERCENT / 100);
+	int			victims;			/* 0: owner's own; 1: over-share roles'; 2: any */
 	int			i;
 
 	if (ranks == NULL)
-		ranks = MemoryContextAllocExtended(TopMemoryContext,
-										   sizeof(UsageRank) * dlock_stats_tab->cap,
+		ranks = MemoryContextAllocExtended(TopMemoryContext, sizeof(UsageRank) * cap,
 										   MCXT_ALLOC_NO_OOM);
-	if (ranks == NULL)
+	if (owners == NULL)
+		owners = MemoryContextAllocExtended(TopMemoryContext, sizeof(Oid) * cap,
+											MCXT_ALLOC_NO_OOM);
+	if (ranks == NULL || owners == NULL)
 	{
+		/* only the owner's own least used entry, or else any */
 		int			least = -1;
 
-		for (i = 0; i < dlock_stats_tab->cap; i++)
-			if (dlock_stats_entry(p, i)->inuse &&
-				(least < 0 || dlock_stats_entry(p, i)->r.c.usage < dlock_stats_entry(p, least)->r.c.usage))
-				least = i;
+		for (int pass = 0; pass < 2 && least < 0; pass++)
+			for (i = 0; i < cap; i++)
+			{
+				DlockStatsEntry *e = dlock_stats_entry(p, i);
+
+				if (e->inuse && (pass == 1 || e->r.owner == owner) &&
+					(least < 0 || e->r.c.usage < dlock_stats_entry(p, least)->r.c.usage))
+					least = i;
+			}
 		if (least >= 0)
 			dlock_stats_entry_remove(p, least);
 		part->evictions++;
 		return;
 	}
-	for (i = 0; i < dlock_stats_tab->cap; i++)
+	for (i = 0; i < cap; i++)
+	{
+		DlockStatsEntry *e = dlock_stats_entry(p, i);
+
+		if (e->inuse)
+			owners[nowners++] = e->r.owner;
+	}
+	qsort(owners, nowners, sizeof(Oid), oid_cmp);
+	if (over_share(owners, nowners, owner, share - 1))
+		victims = 0;			/* owns its share: its own entries go */
+	else
+	{
+		victims = 2;
+		for (i = 0; i < nowners; i++)
+			if ((i == 0 || owners[i] != owners[i - 1]) && owners[i] != owner &&
+				over_share(owners, nowners, owners[i], share))
+			{
+				victims = 1;
+				break;
+			}
+	}
+	for (i = 0; i < cap; i++)
 	{
 		DlockStatsEntry *e = dlock_stats_entry(p, i);
 
 		if (!e->inuse)
 			continue;
+		if (victims == 0 ? e->r.owner != owner :
+			victims == 1 ? (e->r.owner == owner ||
+							!over_share(owners, nowners, e->r.owner, share)) : false)
+		{
+			/* stays; its usage decays below */
+			e->r.c.usage *= DLOCK_STATS_DECAY;
+			continue;
+		}
 		ranks[n].usage = e->r.c.usage;
 		ranks[n].entry = i;
 		n++;
@@ -275,14 +357,15 @@ part_evict(int p)
 
 /* A new entry in part p (exclusive lock held, or alone at start-up). */
 DlockStatsEntry *
-dlock_stats_entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
+dlock_stats_entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
+					  Oid owner)
 {
 	DlockStatsPart *part = &dlock_stats_tab->parts[p];
 	DlockStatsEntry *e;
 	int			x;
 
 	if (part->count >= dlock_stats_tab->cap)
-		part_evict(p);
+		part_evict(p, owner);
 	x = part->free_head;
 	if (x < 0)
 		return NULL;			/* not reached: eviction made room */
@@ -293,6 +376,7 @@ dlock_stats_entry_new(int p, Oid dbid, int64 key, uint8 mode, const char *name, 
 	e->r.dbid = dbid;
 	e->r.key = key;
 	e->r.mode = mode;
+	e->r.owner = owner;
 	e->r.namelen = Min(namelen, DLOCK_NAME_MAX);
 	memcpy(e->r.name, name, e->r.namelen);
 	/* not the first to go at the next eviction, just for being new */
@@ -325,9 +409,9 @@ merge_counts(DlockStatsCounters *t, const DlockStatsCounters *c)
 	t->usage += c->usage;
 }
 
-/* Add counts c of (dbid, key, mode) to the table. */
+/* Add counts c of (dbid, key, mode) to the table; owner: of a new entry. */
 void
-dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
+dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen, Oid owner,
 				const DlockStatsCounters *c)
 {
 	uint32		h;
@@ -355,7 +439,8 @@ dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
 	/* a name new to its part: insert it (someone may have meanwhile) */
 	LWLockAcquire(dlock_stats_tab->parts[p].lock, LW_EXCLUSIVE);
 	x = dlock_stats_find(p, h, dbid, key, mode);
-	e = x >= 0 ? dlock_stats_entry(p, x) : dlock_stats_entry_new(p, dbid, key, mode, name, namelen);
+	e = x >= 0 ? dlock_stats_entry(p, x) :
+		dlock_stats_entry_new(p, dbid, key, mode, name, namelen, owner);
 	if (e != NULL)
 	{
 		SpinLockAcquire(&e->mutex);

@@ -7,7 +7,9 @@
  * key, mode), each with its own LWLock, its own share of dlock.max_stats
  * entries and an open-addressing index.  A part's entries are read and
  * changed under its lock (shared: the counters, under each entry's
- * spinlock; exclusive: adding and removing entries).
+ * spinlock; exclusive: adding and removing entries).  Each entry has an
+ * owner, the role whose count made it, so that one role cannot push the
+ * entries of others out (dlock_stats_role_share).
  */
 #ifndef DLOCK_STATS_TABLE_H
 #define DLOCK_STATS_TABLE_H
@@ -48,6 +50,9 @@ typedef struct DlockStatsRecord
 	uint8		mode;
 	uint8		pad;
 	uint16		namelen;
+	Oid			owner;			/* the role whose count made the entry (the
+								 * session's user; InvalidOid: none known):
+								 * whose share of the part it takes */
 	int64		key;
 	DlockStatsCounters c;
 	char		name[DLOCK_NAME_MAX];
@@ -106,9 +111,22 @@ dlock_stats_entry(int p, int i)
 
 extern int	dlock_stats_find(int p, uint32 h, Oid dbid, int64 key, uint8 mode);
 extern DlockStatsEntry *dlock_stats_entry_new(int p, Oid dbid, int64 key, uint8 mode,
-											  const char *name, int namelen);
+											  const char *name, int namelen, Oid owner);
 extern void dlock_stats_entry_remove(int p, int x);
 extern void dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
-							const DlockStatsCounters *c);
+							Oid owner, const DlockStatsCounters *c);
+
+/*
+ * A role's share of each part: while it owns fewer entries of a part, its
+ * new names may push out entries of the roles that own more than theirs;
+ * beyond it, only its own (stats_table.c).
+ */
+#define DLOCK_STATS_ROLE_SHARE_DIV 8
+
+static inline int
+dlock_stats_role_share(int cap)
+{
+	return Max(1, cap / DLOCK_STATS_ROLE_SHARE_DIV);
+}
 
 #endif							/* DLOCK_STATS_TABLE_H */

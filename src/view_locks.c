@@ -340,7 +340,7 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	{
 		values[7] = CStringGetTextDatum(h->rolname);
 		values[8] = CStringGetTextDatum(h->appname);
-		if (h->client[0] == '\0' || !dlock_view_may_see_client(h->role))
+		if (h->client[0] == '\0' || !dlock_view_may_see_client(h->client_role))
 			nulls[9] = true;
 		else
 			values[9] = DirectFunctionCall1(inet_in, CStringGetDatum(h->client));

@@ -151,7 +151,7 @@ put_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h)
 		values[13] = CStringGetTextDatum(h->appname);
 		values[14] = CStringGetTextDatum(h->client);
 		/* as pg_stat_activity: the address only to the role and pg_read_all_stats */
-		nulls[14] = (h->client[0] == '\0' || !dlock_view_may_see_client(h->role));
+		nulls[14] = (h->client[0] == '\0' || !dlock_view_may_see_client(h->client_role));
 	}
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }

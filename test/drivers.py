@@ -241,6 +241,10 @@ def t_transactions():
         expect(tok is not None, "acquire in a transaction block")
         raise psycopg.Rollback()
     expect(c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE, "not idle after the block")
+    # the lock holder undoes a rolled-back acquisition at its next step
+    # (README.md "Detached locks"), not within the ROLLBACK
+    expect(fault.wait_until(lambda: token_in_view(direct, "drv-tx") is None, timeout=10),
+           "a rolled-back acquisition was not undone")
     expect_free(direct, "drv-tx")
     with c.transaction():
         tok = one(c, "SELECT dlock_acquire(%s, %s)", ("drv-tx", 30 * SEC))

@@ -101,6 +101,26 @@ my ($entries2, $evictions) = split /\|/,
 cmp_ok($entries2, '<=', $max, 'never more than the bound');
 cmp_ok($evictions, '>=', 1000 + $entries - $max, 'every name that did not fit evicted one');
 
+# a file written by dlock 1.4 or 1.5 (records without their owner) is read
+my ($dbid, $key) = split /\|/, $node->safe_psql('postgres',
+	"SELECT oid, dlock_key('from-1.5') FROM pg_database WHERE datname = 'postgres'");
+$node->stop;
+{
+	my $name = 'from-1.5';
+	# DlockStatsRecord of version 1: dbid, mode, pad, namelen, key, 15
+	# counters, last_acquired, usage, name[255], padded to 408 bytes
+	my $rec = pack('V C C v q<', $dbid, 0, 0, length($name), $key)
+	  . pack('q<15', 7, 0, 7, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0)
+	  . pack('q< d<', 0, 1.0) . pack('a255', $name);
+	$rec .= "\0" x (408 - length($rec));
+	open(my $v1, '>:raw', $file) or die "cannot write $file: $!";
+	print $v1 pack('V V q< q< l< x4', 0x444c5301, 408, 0, 0, 1), $rec;
+	close $v1;
+}
+$node->start;
+is($node->safe_psql('postgres', "SELECT acquisitions || '/' || released FROM dlock_stats WHERE name = 'from-1.5'"),
+	'7/7', 'a statistics file of dlock 1.5 is read');
+
 # a file that is not ours (another layout) is ignored, with a log line
 $node->stop;
 open(my $fh, '>', $file) or die "cannot write $file: $!";

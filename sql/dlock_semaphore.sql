@@ -62,16 +62,22 @@ SELECT dlock_unlock('sem');
 SELECT dlock_release('sem', :t2);
 SELECT dlock_try('sem', permits => 3) AS freed;
 SELECT * FROM rows_of('sem');
--- taken again by this session: the same permit (one permit of a name a session)
-SELECT dlock_lock('sem', permits => 3) AS again, dlock_try('sem') AS plain_again;
+-- taken again by this session with permits => N: the same permit (one
+-- permit of a name a session), where it is one of 1..N
+SELECT dlock_lock('sem', permits => 3) AS again, dlock_try('sem', permits => 2) AS again_2;
 SELECT * FROM rows_of('sem') WHERE scope = 'session';
+-- a plain call asks for the name's own lock, which is not this session's
+-- permit 2: refused, never true; so is permits => 1 (the plain lock)
+SELECT dlock_try('sem') AS plain_again;
+SELECT dlock_try('sem', permits => 1) AS one_again;
 SELECT dlock_unlock('sem'), dlock_unlock('sem'), dlock_unlock('sem');
 SELECT dlock_unlock('sem') AS not_held;
 
 -- a raw advisory lock of the key is permit 1, and not this session's permit
+-- (so the view shows it without a name or scope beside the permit)
 SELECT pg_advisory_lock(dlock_key('raw')) IS NOT NULL AS raw_lock;
 SELECT dlock_try('raw', permits => 3) AS permit_2;
-SELECT scope, granted, permit FROM dlock_locks WHERE key = dlock_key('raw') ORDER BY permit NULLS FIRST;
+SELECT name, scope, granted, permit FROM dlock_locks WHERE key = dlock_key('raw') ORDER BY permit NULLS FIRST;
 SELECT dlock_unlock('raw'), pg_advisory_unlock(dlock_key('raw'));
 
 -- transaction scope: released at the end of the transaction, and with a

@@ -193,8 +193,9 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	h->dbid = MyDatabaseId;
 	h->key = name->key;
 	h->role = GetUserId();
-	h->limit_role = GetSessionUserId();
-	h->client_role = MyBEEntry != NULL ? MyBEEntry->st_userid : h->limit_role;
+	/* the session's user; the code's role where it runs as another (name.h) */
+	h->limit_role = dlock_limit_role();
+	h->client_role = MyBEEntry != NULL ? MyBEEntry->st_userid : GetSessionUserId();
 	strlcpy(h->rolname, GetUserNameFromId(h->role, false), NAMEDATALEN);
 	strlcpy(h->appname, application_name ? application_name : "", NAMEDATALEN);
 	dlock_client_address(MyBEEntry, h->client);
@@ -248,7 +249,7 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
 							dlock_display_name(name), GetUserNameFromId(h->limit_role, false),
 							(int) r->token),
-					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever role is set."),
+					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
 					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
 			break;
 		case DLOCK_RES_NO_TOKEN:

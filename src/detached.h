@@ -42,8 +42,11 @@ typedef struct DlockHold
 								 * to be extended or released */
 	Oid			dbid;
 	Oid			role;			/* the current user: who may extend, release */
-	Oid			limit_role;		/* the session's user: whose limits it counts
-								 * against (SET ROLE does not move it) */
+	Oid			limit_role;		/* whose limits it counts against: the
+								 * session's user (SET ROLE does not move it),
+								 * or the role a SECURITY DEFINER function or
+								 * a security-restricted operation runs as
+								 * (name.h dlock_limit_role) */
 	Oid			client_role;	/* who may see the client's address: the
 								 * role pg_stat_activity judges the session
 								 * by (its st_userid) */

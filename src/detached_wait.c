@@ -206,7 +206,7 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 				 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
 						dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
 						role_waiters_limit()),
-				 errdetail("Each waited detached lock takes a background worker slot until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever role is set."),
+				 errdetail("Each waited detached lock takes a background worker slot until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
 				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
 	}
 	w->caller_pid = MyProcPid;

@@ -358,6 +358,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode)
 	e->lease_us = 0;
 	e->since = GetCurrentTimestamp();
 	e->counted = 0;
+	e->foreign = 0;
 	e->inuse = 1;
 }
 

@@ -378,6 +378,13 @@ dlock_renew(PG_FUNCTION_ARGS)
 		if (refs[i] >= dlock_my_cap)
 			dlock_entry_refuse_shared(&name, lease_us >= 0 || e->lease_us != 0 ?
 									  DLOCK_NEED_LEASE : DLOCK_NEED_INFO, true);
+		/* a lease never comes over a hold of another role's code (locks.c) */
+		if (e->foreign && (lease_us >= 0 || e->lease_us != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(&name)),
+					 errdetail("Code running as another role in this session (a SECURITY DEFINER function, or a security-restricted operation) holds the lock too; the lease would end the session over that hold."),
+					 errhint("Release the lock until this session no longer holds it, then take it with the lease.")));
 		/* the holds that get a lease: every one if one is given */
 		if (lease_us >= 0 || e->lease_us != 0)
 			lease_refs[nlease++] = refs[i];

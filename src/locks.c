@@ -79,6 +79,53 @@ refuse_on_standby(const DlockName *name)
 }
 
 /*
+ * Code running as another role (name.h dlock_foreign_code) and a lease on
+ * one hold: a lease covers every hold of its (name, mode), so another
+ * role's hold must never come under one, where its release would be up to
+ * code this session does not run.
+ */
+static void
+refuse_foreign_with_lease(const DlockName *name, bool lease_given)
+{
+	if (lease_given)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("cannot give lock \"%s\" a lease", dlock_display_name(name)),
+				 errdetail("Code running as another role in this session (a SECURITY DEFINER function, or a security-restricted operation) holds the lock too; the lease would end the session over that hold."),
+				 errhint("Release the lock until this session no longer holds it, then take it with the lease.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("cannot take lock \"%s\" from code running as another role in this session",
+					dlock_display_name(name)),
+			 errdetail("This session holds the lock with a lease; a hold taken here would keep it, and the session would be ended when the lease runs out."),
+			 errhint("Take the lock in code that runs as the session's user, or use pg_advisory_lock.")));
+}
+
+/*
+ * This session holds permit held of the name, which is not what the call
+ * asks for (permits: the call's N; 0: the name's own lock).
+ */
+static void
+refuse_other_permit(const DlockName *name, int held, int permits)
+{
+	if (permits == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" is held by this session as permit %d of a semaphore",
+						dlock_display_name(name), held),
+				 errdetail("A call without permits asks for the name's own lock, and a session holds one permit of a name at most."),
+				 errhint("Take it again with permits => %d or more, or release the permit first (dlock_unlock).",
+						 held)));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("lock \"%s\" is held by this session as permit %d, not one of permits 1 to %d",
+					dlock_display_name(name), held, permits),
+			 errdetail("A session holds one permit of a name at most."),
+			 errhint("Take it again with permits => %d or more, or release the permit first (dlock_unlock).",
+					 held)));
+}
+
+/*
  * Does this grant start a new hold?  fresh: the lock manager granted a new
  * hold (not one this backend already had in this mode), so whatever the
  * entry says is stale.
@@ -98,7 +145,7 @@ grant_starts_hold(int ref, bool fresh)
  */
 static pg_attribute_always_inline void
 record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
-			 int64 token, int64 lease_us, const DlockInfo *info, int permit)
+			 int64 token, int64 lease_us, const DlockInfo *info, int permit, bool foreign)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 	TimestampTz expires = 0;
@@ -129,6 +176,8 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 		e->lease_expires = expires;
 	}
 	dlock_entry_set_info(e, info);
+	if (unlikely(foreign))
+		e->foreign = 1;
 	dlock_change_end(ref);
 	if (expires != 0)
 		dlock_lease_note(expires);
@@ -577,6 +626,8 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	DlockEntry *e;
 	int64		token;
 	int			permit;
+	bool		live;
+	bool		foreign = dlock_foreign_code();
 
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
@@ -599,14 +650,36 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 		dlock_lease_expired(dlock_display_name(&name), e->lease_expires);
 
 	/*
-	 * A name this session holds is taken again as it is held (its permit, or
-	 * the lock), whatever the call asks: a session holds one permit of a
-	 * name at most.
+	 * A name this session holds in this mode is taken again as it is held,
+	 * where that is what the call asks for: a plain call re-enters the
+	 * name's own lock (permit 1 is that lock), a call with permits => N a
+	 * permit of 1..N (the name's own lock is permit 1).  A session holds one
+	 * permit of a name at most, so a permit outside what the call asks for
+	 * is an error, never a "yes" for something else.  What the entry says is
+	 * believed only where the lock manager confirms it: a session hold
+	 * released behind dlock's back (pg_advisory_unlock_all, DISCARD ALL) is
+	 * forgotten first.  (A plain call on a plain entry asks the lock manager
+	 * anyway: its answer tells a new hold from a re-entry.)
 	 */
+	live = e->inuse && (e->nsession > 0 || e->nxact > 0);
+	if (unlikely(live && (e->permit != 0 || a->permits > 0)) && e->nxact == 0 &&
+		!dlock_entry_lock_held(e))
+	{
+		dlock_entry_forget_stale(ref);
+		live = false;
+	}
+	/* another role's hold never comes under a lease (refuse_foreign_with_lease) */
+	if (unlikely(live && ((foreign && e->lease_expires != 0) ||
+						  (a->lease_us >= 0 && e->foreign))))
+		refuse_foreign_with_lease(&name, !foreign);
 	permit = 0;
-	if (unlikely(e->permit != 0) && e->inuse && (e->nsession > 0 || e->nxact > 0))
+	if (unlikely(live && e->permit != 0))
+	{
 		permit = e->permit;
-	else if (unlikely(a->permits > 0) && !(e->inuse && (e->nsession > 0 || e->nxact > 0)))
+		if ((a->permits == 0 && permit > 1) || (a->permits > 0 && permit > a->permits))
+			refuse_other_permit(&name, permit, a->permits);
+	}
+	else if (unlikely(a->permits > 0) && !live)
 	{
 		if (take_permit(&name, ref, xact, can_wait, a, &permit, &waited_us) ==
 			LOCKACQUIRE_NOT_AVAIL)
@@ -655,7 +728,7 @@ granted:
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop, permit);
+	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign);
 	/* a new hold started at its grant: that is the time of this acquisition */
 	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
@@ -736,8 +809,20 @@ unlock_name(const DlockName *namep, uint8 mode)
 	int			ref;
 	bool		released;
 
-	/* a semaphore's permit, if the session holds the name as one */
+	/*
+	 * A semaphore's permit, if the session holds the name as one; a permit
+	 * the lock manager no longer has at session level (released behind
+	 * dlock's back) is forgotten first, and the name's own lock released as
+	 * pg_advisory_unlock would.
+	 */
 	ref = dlock_entry_find(name.key, mode);
+	if (unlikely(ref >= 0 && dlock_entry_at(ref)->permit != 0) &&
+		dlock_entry_at(ref)->nsession > 0 && dlock_entry_at(ref)->nxact == 0 &&
+		!dlock_entry_lock_held(dlock_entry_at(ref)))
+	{
+		dlock_entry_forget_stale(ref);
+		ref = dlock_entry_find(name.key, mode);
+	}
 	if (likely(ref < 0 || dlock_entry_at(ref)->permit == 0))
 		dlock_set_locktag(&tag, name.key);
 	else

@@ -374,6 +374,26 @@ dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
  * it runs in whoever's session maintains the table.  SET ROLE is the
  * session's own doing and is no local change of user.
  */
+static bool
+could_end_session(Oid runs_as)
+{
+	Oid			session_role = MyProc != NULL ? MyProc->roleId : GetSessionUserId();
+
+	return runs_as == GetSessionUserId() ||
+		(superuser_arg(session_role) ? superuser_arg(runs_as) :
+		 (has_privs_of_role(runs_as, session_role) ||
+		  has_privs_of_role(runs_as, ROLE_PG_SIGNAL_BACKEND)));
+}
+
+/* (name.h) */
+bool
+dlock_code_is_foreign(void)
+{
+	if (InSecurityRestrictedOperation())
+		return true;
+	return InLocalUserIdChange() && !could_end_session(GetUserId());
+}
+
 void
 dlock_refuse_foreign_code(bool lease)
 {
@@ -390,10 +410,7 @@ dlock_refuse_foreign_code(bool lease)
 				 errmsg("cannot give a lock info within a security-restricted operation"),
 				 errdetail("ANALYZE, VACUUM, CREATE INDEX, REFRESH MATERIALIZED VIEW and the like run a table owner's code in the session of whoever runs them; a lease given there would end that session."),
 				 errhint("Take the lock without a lease or info there, or outside the operation.")));
-	if (runs_as == GetSessionUserId() ||
-		(superuser_arg(session_role) ? superuser_arg(runs_as) :
-		 (has_privs_of_role(runs_as, session_role) ||
-		  has_privs_of_role(runs_as, ROLE_PG_SIGNAL_BACKEND))))
+	if (could_end_session(runs_as))
 		return;
 	runs_as_name = GetUserNameFromId(runs_as, true);
 	session_name = GetUserNameFromId(session_role, true);

@@ -84,12 +84,37 @@ extern void dlock_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info);
  * Cheap on the usual path: two flag tests.
  */
 extern void dlock_refuse_foreign_code(bool lease);
+extern bool dlock_code_is_foreign(void);
 
 static inline void
 dlock_check_own_session(bool lease)
 {
 	if (unlikely(InSecurityRestrictedOperation() || InLocalUserIdChange()))
 		dlock_refuse_foreign_code(lease);
+}
+
+/*
+ * Does this code run in the session as another role, one that could not
+ * end the session (above)?  Two flag tests where it does not.
+ */
+static inline bool
+dlock_foreign_code(void)
+{
+	return unlikely(InSecurityRestrictedOperation() || InLocalUserIdChange()) &&
+		dlock_code_is_foreign();
+}
+
+/*
+ * Does this code run as another role than the session's, by a local change
+ * of user (a SECURITY DEFINER function) or in a security-restricted
+ * operation?  Then what it takes counts against that role's limits.
+ */
+static inline Oid
+dlock_limit_role(void)
+{
+	if (unlikely(InSecurityRestrictedOperation() || InLocalUserIdChange()))
+		return GetUserId();
+	return GetSessionUserId();
 }
 extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 

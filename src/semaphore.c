@@ -155,9 +155,16 @@ dlock_permit_take(Oid dbid, int64 key, int permits, bool session,
 	if (pg_atomic_read_u32(&b->waiters) == 0)
 		return try_permits(dbid, key, permits, session, skip, arg);
 
-	/* someone waits for a name of this bucket: is it in line for this one? */
+	/*
+	 * Someone waits for a name of this bucket: is it in line for this one?
+	 * The turnstile in share mode, which those in line (exclusive: the first
+	 * holds it, the rest wait for it) keep us from, and other callers that
+	 * look at the same time (share) do not: a look of theirs is nobody in
+	 * line.  (The lock manager does not grant it while an exclusive request
+	 * waits, either.)
+	 */
 	dlock_set_turnstile_tag(&turnstile, dbid, key);
-	if (LockAcquire(&turnstile, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+	if (LockAcquire(&turnstile, ShareLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 		return 0;
 	PG_TRY();
 	{
@@ -165,11 +172,11 @@ dlock_permit_take(Oid dbid, int64 key, int permits, bool session,
 	}
 	PG_CATCH();
 	{
-		LockRelease(&turnstile, ExclusiveLock, true);
+		LockRelease(&turnstile, ShareLock, true);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	LockRelease(&turnstile, ExclusiveLock, true);
+	LockRelease(&turnstile, ShareLock, true);
 	return p;
 }
 
@@ -296,12 +303,29 @@ permits_deadlocked(Oid dbid, int64 key, int permits, int *by)
 			permit = subid - DLOCK_SUBID_TURNSTILE;
 		else
 			continue;
+		if (l->pid == MyProcPid)
+		{
+			/*
+			 * Our own hold: in share mode (a plain shared lock of ours) it
+			 * does not keep us from the permit; in exclusive mode (a raw
+			 * pg_advisory_lock of the key) try_permits takes it for busy,
+			 * and we will not let go of it while we wait: blocked by us.
+			 * Looked at before anything else, whatever the order of the
+			 * lock table.
+			 */
+			if ((l->holdMask & LOCKBIT_ON(ExclusiveLock)) == 0)
+				continue;
+			held[permit] = true;
+			blocked[permit] = true;
+			by[permit] = MyProcPid;
+			continue;
+		}
 		held[permit] = true;
 		if (blocked[permit])
 			continue;
-		if (l->pid == 0 || l->pid == MyProcPid)
+		if (l->pid == 0)
 		{
-			deadlock = false;	/* a prepared transaction's; ours (raw) */
+			deadlock = false;	/* a prepared transaction's: it ends */
 			break;
 		}
 		if (list_member_int(waiting, l->pid))

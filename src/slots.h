@@ -41,6 +41,9 @@ typedef struct DlockEntry
 	uint8		waiting;		/* DLOCK_WAIT_* */
 	uint8		counted;		/* its acquisition was counted in dlock_stats,
 								 * so its end is too */
+	uint8		foreign;		/* a hold of it was taken by code running as
+								 * another role (name.h dlock_code_is_foreign):
+								 * it gets no lease (locks.c) */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
 	uint16		permit;			/* the semaphore permit held (1..); 0: the

@@ -19,12 +19,14 @@
  */
 #include "postgres.h"
 
+#include "access/parallel.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
 #include "entries.h"
+#include "name.h"
 #include "stats.h"
 #include "stats_table.h"
 
@@ -195,8 +197,11 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	r->dbid = dbid;
 	r->key = key;
 	r->mode = mode;
-	/* a regular backend: its session's user owns what it adds (stats_table.h) */
-	r->owner = GetSessionUserId();
+	/*
+	 * A regular backend: its session's user owns what it adds, or the role
+	 * that code running as another role runs as (stats_table.h)
+	 */
+	r->owner = dlock_limit_role();
 	r->namelen = Min(namelen, DLOCK_NAME_MAX);
 	memcpy(r->name, name, r->namelen);
 	return &r->c;
@@ -226,6 +231,10 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 	}
 	memset(&one, 0, sizeof(one));
 	count_event(&one, ev, scope, us, now);
+	/* a parallel worker counts for its leader's role; autovacuum, for the
+	 * table owner whose code it runs */
+	if (!OidIsValid(owner) && (IsParallelWorker() || MyBackendType == B_AUTOVAC_WORKER))
+		owner = dlock_limit_role();
 	dlock_stats_add(dbid, key, mode, name, namelen, owner, &one);
 }
 

@@ -430,6 +430,9 @@ dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen, 
 		e = dlock_stats_entry(p, x);
 		SpinLockAcquire(&e->mutex);
 		merge_counts(&e->r.c, c);
+		/* counted by two roles: nobody's (no role's own to push out) */
+		if (e->r.owner != owner)
+			e->r.owner = InvalidOid;
 		SpinLockRelease(&e->mutex);
 		LWLockRelease(dlock_stats_tab->parts[p].lock);
 		return;
@@ -445,6 +448,8 @@ dlock_stats_add(Oid dbid, int64 key, uint8 mode, const char *name, int namelen, 
 	{
 		SpinLockAcquire(&e->mutex);
 		merge_counts(&e->r.c, c);
+		if (e->r.owner != owner)
+			e->r.owner = InvalidOid;
 		SpinLockRelease(&e->mutex);
 	}
 	LWLockRelease(dlock_stats_tab->parts[p].lock);

@@ -51,8 +51,10 @@ typedef struct DlockStatsRecord
 	uint8		pad;
 	uint16		namelen;
 	Oid			owner;			/* the role whose count made the entry (the
-								 * session's user; InvalidOid: none known):
-								 * whose share of the part it takes */
+								 * session's user, or the role code of another
+								 * runs as); InvalidOid: nobody's (counted by
+								 * several roles, or not known): whose share of
+								 * the part it takes */
 	int64		key;
 	DlockStatsCounters c;
 	char		name[DLOCK_NAME_MAX];

@@ -446,6 +446,17 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	/* a turnstile held or awaited by a process that is not in line: not shown */
 	if (turnstile && (row == NULL || !row->has_entry || row->e.waiting == DLOCK_WAIT_NONE))
 		return;
+	/*
+	 * The entry is of the lock it holds: the name's own lock (a plain hold,
+	 * or permit 1) or its permit, and only while it holds it.  The name's
+	 * own lock held beside a permit p > 1, or while the entry only waits (a
+	 * raw pg_advisory_lock of the key), is another hold, shown without a
+	 * name.
+	 */
+	if (row != NULL && row->has_entry && granted &&
+		(dlock_permit_subid(row->e.permit) != subid ||
+		 row->e.nsession + row->e.nxact == 0))
+		row = NULL;
 	/* permit 1 is the name's lock: a permit where the entry says so */
 	if (permit == 0 && granted && row != NULL && row->has_entry && row->e.permit == 1)
 		permit = 1;

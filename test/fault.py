@@ -383,6 +383,42 @@ def t_semaphore_deadlock():
     close_all(obs, s1, s2, h, wc, qs, h1, h2)
 
 
+@check("semaphore: the first in line's own shared hold of permit 1 does not hide a deadlock, whatever the order "
+       "of the lock table (8 names)")
+def t_semaphore_deadlock_own_share():
+    # S and T hold the name shared (permit 1), U holds permit 2; S holds L,
+    # T and U wait for L; S, first in line for a permit, waits for T and U:
+    # a deadlock, found whether S's own hold comes first in the lock table
+    # or T's (1.5 hung in the first case)
+    obs = connect()
+    for i in range(8):
+        name = "sdo-%d" % i
+        sc, tc, uc = connect(), connect(), connect()
+        q(sc, "SELECT dlock_try(%s, shared => true)", (name,))
+        q(tc, "SELECT dlock_try(%s, shared => true)", (name,))
+        q(uc, "SELECT dlock_try(%s, permits => 2)", (name,))
+        q(sc, "SELECT dlock_try(%s)", (name + "-L",))
+        bt = Waiter("SELECT dlock_lock(%s, timeout => '20s')", (name + "-L",), conn=tc)
+        bt.start_and_wait_blocked(obs)
+        bu = Waiter("SELECT dlock_lock(%s, timeout => '20s')", (name + "-L",), conn=uc)
+        bu.start_and_wait_blocked(obs)
+        t0 = time.monotonic()
+        got = answer = None
+        try:
+            answer = q(sc, "SELECT dlock_lock(%s, timeout => '8s', permits => 2)", (name,))
+        except psycopg2.Error as e:
+            got = e.pgcode
+        expect(got == "40P01" and time.monotonic() - t0 < 5,
+               "%s: the first in line got %r / %r after %.1f s" % (name, answer, got, time.monotonic() - t0))
+        q(sc, "SELECT dlock_unlock_all()")
+        bt.join(10)
+        bu.join(10)
+        for c in (tc, uc):
+            q(c, "SELECT dlock_unlock_all()")
+        close_all(sc, tc, uc)
+    close_all(obs)
+
+
 @check("semaphore: no deadlock is taken where a holder will let go (a lease), nor where one permit's holder waits for nobody")
 def t_semaphore_no_false_deadlock():
     obs, h1, h2, wc = connect(), connect(), connect(), connect()
@@ -1331,7 +1367,8 @@ def main():
     c.close()
     checks = [t_driver, t_wait_is_queue, t_wait_errors, t_grant_then_cancel, t_grant_at_deadline,
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
-              t_semaphore_queue, t_semaphore_deadlock, t_semaphore_no_false_deadlock,
+              t_semaphore_queue, t_semaphore_deadlock, t_semaphore_deadlock_own_share,
+              t_semaphore_no_false_deadlock,
               t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,

@@ -98,25 +98,14 @@ def tokenize(src, line0=1):
             line += src.count("\n", i, j)
             i = j
             continue
-        if c in "eE" and i + 1 < n and src[i + 1] == "'":
-            j = i + 2
+        if c == "'" or (c in "eE" and i + 1 < n and src[i + 1] == "'"):
+            # a string; E'...' takes backslash escapes
+            escapes = c != "'"
+            j = i + (2 if escapes else 1)
             while j < n:
-                if src[j] == "\\":
+                if escapes and src[j] == "\\":
                     j += 2
                 elif src[j] == "'" and j + 1 < n and src[j + 1] == "'":
-                    j += 2
-                elif src[j] == "'":
-                    break
-                else:
-                    j += 1
-            toks.append(Tok(KIND_STRING, src[i:j + 1], line))
-            line += src.count("\n", i, j + 1)
-            i = j + 1
-            continue
-        if c == "'":
-            j = i + 1
-            while j < n:
-                if src[j] == "'" and j + 1 < n and src[j + 1] == "'":
                     j += 2
                 elif src[j] == "'":
                     break

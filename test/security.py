@@ -150,6 +150,85 @@ def t_analyze_lease():
     alice.close()
 
 
+@check("security: another role's code cannot keep a leased lock of the session held, nor bring one under a lease "
+       "(42501); the session lives")
+def t_foreign_hold_and_lease():
+    alice = as_role("dlock_alice")
+    q(alice, "CREATE FUNCTION alice.g(i int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ "
+             "BEGIN IF session_user <> 'dlock_alice' THEN PERFORM dlock_try('maint'); END IF; RETURN i; END $$")
+    q(alice, "CREATE TABLE alice.m (i int)")
+    q(alice, "INSERT INTO alice.m SELECT generate_series(1, 10)")
+    q(alice, "CREATE INDEX ON alice.m (alice.g(i))")
+    q(alice, "CREATE FUNCTION alice.take(n text) RETURNS boolean SECURITY DEFINER "
+             "LANGUAGE sql AS $$ SELECT dlock_try(n) $$")
+    su = connect("dlock_sec")
+    # (a) the session's leased hold, then the table owner's code in ANALYZE
+    expect(q(su, "SELECT dlock_lock('maint', lease => '2s')") is True, "lease")
+    e = expect_error(psycopg2.errors.InsufficientPrivilege, "a foreign hold under a lease", su, "ANALYZE alice.m")
+    expect("lease" in str(e), "message: %s" % e)
+    expect(q(su, "SELECT dlock_unlock('maint')") is True, "unlock")
+    expect(q(su, "SELECT count(*) FROM dlock_locks WHERE pid = pg_backend_pid()") == 0, "left held")
+    # (b) the foreign hold first, then a lease of the session's own
+    q(su, "ANALYZE alice.m")
+    e = expect_error(psycopg2.errors.InsufficientPrivilege, "a lease over a foreign hold",
+                     su, "SELECT dlock_lock('maint', lease => '2s')")
+    expect(q(su, "SELECT dlock_lock('maint')") is True, "no lease: fine")
+    expect_error(psycopg2.errors.InsufficientPrivilege, "a renewal over a foreign hold",
+                 su, "SELECT dlock_renew('maint', '2s')")
+    q(su, "SELECT dlock_unlock_all()")
+    # (c) a transaction's lease, then the foreign hold in the same transaction
+    su.autocommit = False
+    q(su, "SELECT dlock_lock_xact('maint', lease => '2s')")
+    expect_error(psycopg2.errors.InsufficientPrivilege, "a foreign hold under a transaction's lease",
+                 su, "ANALYZE alice.m")
+    su.rollback()
+    su.autocommit = True
+    # the same through another role's SECURITY DEFINER function
+    bob = as_role("dlock_bob")
+    expect(q(bob, "SELECT dlock_lock('bobs-job', lease => '2s')") is True, "bob's lease")
+    expect_error(psycopg2.errors.InsufficientPrivilege, "alice's definer under bob's lease",
+                 bob, "SELECT alice.take('bobs-job')")
+    expect(q(bob, "SELECT dlock_unlock('bobs-job')") is True, "unlock")
+    expect(q(bob, "SELECT alice.take('bobs-other')") is True, "a lock without a lease: as pg_advisory_lock")
+    expect_error(psycopg2.errors.InsufficientPrivilege, "bob's lease over alice's hold",
+                 bob, "SELECT dlock_lock('bobs-other', lease => '2s')")
+    time.sleep(2.5)
+    expect(alive(su) and alive(bob), "a session was ended")
+    for c in (su, bob, alice):
+        c.close()
+
+
+@check("security: detached locks taken by another role's code count against that role's limit")
+def t_detached_limit_role():
+    su = connect("dlock_sec")
+    q(su, "ALTER SYSTEM SET dlock.max_detached_locks_per_role = 2")
+    q(su, "SELECT pg_reload_conf()")
+    time.sleep(1.5)
+    try:
+        alice = as_role("dlock_alice")
+        q(alice, "CREATE FUNCTION alice.grab(n text) RETURNS bigint SECURITY DEFINER "
+                 "LANGUAGE sql AS $$ SELECT dlock_acquire(n, '1 min') $$")
+        bob = as_role("dlock_bob")
+        t1 = q(bob, "SELECT alice.grab('quota-1')")
+        t2 = q(bob, "SELECT alice.grab('quota-2')")
+        expect(t1 and t2, "two through alice's function")
+        e = expect_error(psycopg2.errors.ConfigurationLimitExceeded, "a third of alice's",
+                         bob, "SELECT alice.grab('quota-3')")
+        expect("dlock_alice" in str(e), "the limit named: %s" % e)
+        # bob's own limit is untouched
+        t3 = q(bob, "SELECT dlock_acquire('bobs-own', '1 min')")
+        expect(t3 is not None, "bob's own")
+        for n, t in (("quota-1", t1), ("quota-2", t2)):
+            expect(q(alice, "SELECT dlock_release(%s, %s)", (n, t)) is True, "alice releases " + n)
+        expect(q(bob, "SELECT dlock_release('bobs-own', %s)", (t3,)) is True, "bob releases his")
+        for c in (alice, bob):
+            c.close()
+    finally:
+        q(su, "ALTER SYSTEM RESET dlock.max_detached_locks_per_role")
+        q(su, "SELECT pg_reload_conf()")
+        su.close()
+
+
 @check("security: a detached lock's client_addr follows pg_stat_activity's rule after SET ROLE")
 def t_client_addr_set_role():
     alice = as_role("dlock_alice", tcp=True)
@@ -229,6 +308,20 @@ def t_stats_share():
     expect(0 < bobs <= share + batch, "bob has %d rows in the part" % bobs)
     # bob's own rows do go, so his newest names are counted
     expect(q(su, "SELECT sum(evictions) FROM dlock_stats_info") > 0, "evictions counted")
+    # a name bob counted first, which alice then uses: bob's own names do not
+    # push it out (an entry counted by two roles is nobody's own)
+    q(su, "SELECT dlock_stats_reset()")
+    target = names_in_part("alice-report", dbid, part, 1)[0]
+    q(bob, "SELECT dlock_try(%s), dlock_unlock(%s)", (target, target))
+    q(alice, "SELECT dlock_try(%s), dlock_unlock(%s)", (target, target))
+    q(alice, "SELECT count(*) FROM dlock_stats")
+    # bob's own names, each used more than the target
+    for n in names_in_part("bob-again", dbid, part, 3 * cap):
+        q(bob, "SELECT dlock_try(%s), dlock_unlock(%s), dlock_try(%s), dlock_unlock(%s), "
+               "dlock_try(%s), dlock_unlock(%s)", (n, n, n, n, n, n))
+    q(bob, "SELECT count(*) FROM dlock_stats")
+    expect(q(su, "SELECT acquisitions FROM dlock_stats WHERE name = %s", (target,)) == 2,
+           "the row bob counted first, then alice: gone or changed")
     q(su, "SELECT dlock_stats_reset()")
     for c in (su, alice, bob):
         c.close()
@@ -261,8 +354,8 @@ def main():
     fault.ARGS = ap.parse_args()
     setup()
     try:
-        for fn in (t_definer_lease, t_definer_superuser, t_analyze_lease, t_client_addr_set_role,
-                   t_stats_share, t_euc_jp_names):
+        for fn in (t_definer_lease, t_definer_superuser, t_analyze_lease, t_foreign_hold_and_lease,
+                   t_detached_limit_role, t_client_addr_set_role, t_stats_share, t_euc_jp_names):
             fn()
     finally:
         teardown()

@@ -262,9 +262,9 @@ holds_with_lease(int pid, Oid dbid)
 
 /*
  * The deadlock the lock manager cannot see: each of the permits 1..permits
- * this process waits for (first in line) has a holder that waits, through
- * lock waits, for this process, and without a lease: none of them will
- * ever be let go.  (Permit 1 shared by plain shared holders is blocked by
+ * this process waits for (first in line) has a holder (or a request waiting
+ * for it, which gets it first) that waits, through lock waits, for this
+ * process, and without a lease: none of them will ever be let go.  (Permit 1 shared by plain shared holders is blocked by
  * one of them.)  A holder that waits where the lock manager does not look
  * (first in line for another semaphore), a prepared transaction's hold, a
  * holder with a lease, or a free permit: no deadlock.  by[p]: the pid
@@ -295,7 +295,7 @@ permits_deadlocked(Oid dbid, int64 key, int permits, int *by)
 			l->locktag.locktag_field1 != dbid ||
 			l->locktag.locktag_field2 != (uint32) ((uint64) key >> 32) ||
 			l->locktag.locktag_field3 != (uint32) key ||
-			l->holdMask == 0)
+			(l->holdMask == 0 && l->waitLockMode == NoLock))
 			continue;
 		if (subid == DLOCK_SUBID_KEY)
 			permit = 1;
@@ -320,6 +320,12 @@ permits_deadlocked(Oid dbid, int64 key, int permits, int *by)
 			by[permit] = MyProcPid;
 			continue;
 		}
+
+		/*
+		 * A holder of the permit, or one that waits for it: a request in its
+		 * queue keeps our try from it too (the lock manager grants no
+		 * request that conflicts with one waiting), and gets it before us.
+		 */
 		held[permit] = true;
 		if (blocked[permit])
 			continue;

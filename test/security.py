@@ -135,7 +135,7 @@ def t_analyze_lease():
     alice = as_role("dlock_alice")
     q(alice, "CREATE FUNCTION alice.f(i int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ "
              "BEGIN IF session_user <> 'dlock_alice' THEN "
-             "PERFORM dlock_try('analyze-trap', lease => '1s'); END IF; RETURN i; END $$")
+             "PERFORM public.dlock_try('analyze-trap', lease => '1s'); END IF; RETURN i; END $$")
     q(alice, "CREATE TABLE alice.t (i int)")
     q(alice, "INSERT INTO alice.t SELECT generate_series(1, 100)")
     q(alice, "CREATE INDEX ON alice.t (alice.f(i))")
@@ -155,7 +155,7 @@ def t_analyze_lease():
 def t_foreign_hold_and_lease():
     alice = as_role("dlock_alice")
     q(alice, "CREATE FUNCTION alice.g(i int) RETURNS int IMMUTABLE LANGUAGE plpgsql AS $$ "
-             "BEGIN IF session_user <> 'dlock_alice' THEN PERFORM dlock_try('maint'); END IF; RETURN i; END $$")
+             "BEGIN IF session_user <> 'dlock_alice' THEN PERFORM public.dlock_try('maint'); END IF; RETURN i; END $$")
     q(alice, "CREATE TABLE alice.m (i int)")
     q(alice, "INSERT INTO alice.m SELECT generate_series(1, 10)")
     q(alice, "CREATE INDEX ON alice.m (alice.g(i))")

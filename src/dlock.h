@@ -11,7 +11,7 @@
  * where a lower layer must tell a higher one something, it takes a callback
  * registered from above (entries.h: what runs when a backend first uses
  * dlock).  Each concern's face is a header: most files have their own, a
- * few headers serve a group of files (detached.h, detached_caller.h,
+ * few headers serve a group of files (locks.h, detached.h, detached_caller.h,
  * protocol.h, serve.h, view.h, workers.h), and files that only define SQL
  * functions need none.  From the repository root,
  * `../shared/tools/callgraph src` checks the arrows.
@@ -43,8 +43,12 @@
  *                    locks (a hold, the transaction's part, the settings)
  *  4. the SQL functions of locks, detached locks and views, with their
  *     helpers (dlock_key, dlock_token and dlock_renew are with their concerns)
- *     locks.c/.h     dlock_try, dlock_lock, their _xact forms, dlock_unlock,
- *                    dlock_unlock_all
+ *     lock_wait.c    waiting in the lock manager's queue: for a lock, with
+ *                    the call's timeout; for a semaphore's permit
+ *     locks.c        the fast path: one name taken (dlock_try, dlock_lock,
+ *                    their _xact forms) and released (dlock_unlock,
+ *                    dlock_unlock_all)
+ *     locks_many.c   several names at once (locks.h serves all three)
  *     request.c/detached_xact.c/detached_wait.c/detached.c
  *                    detached locks, the caller's side (detached_caller.h):
  *                    a request and its answer; undo with the transaction; a

@@ -296,13 +296,17 @@ dlock_entry_for(const DlockName *name, uint8 mode, int need)
 		else
 			free_overflow = repalloc(free_overflow, sizeof(int) * newmax);
 		if (dlock_overflow == NULL)
-			dlock_overflow = MemoryContextAllocZero(TopMemoryContext,
-													sizeof(DlockEntry) * newmax);
+			dlock_overflow = MemoryContextAlloc(TopMemoryContext, sizeof(DlockEntry) * newmax);
 		else
-		{
 			dlock_overflow = repalloc(dlock_overflow, sizeof(DlockEntry) * newmax);
-			memset(&dlock_overflow[max_overflow], 0,
-				   sizeof(DlockEntry) * (newmax - max_overflow));
+		/* as dlock_entry_free_if_unused leaves an entry (no need to zero all) */
+		for (int i = max_overflow; i < newmax; i++)
+		{
+			dlock_overflow[i].inuse = 0;
+			dlock_overflow[i].lease_expires = 0;
+			dlock_overflow[i].nsession = 0;
+			dlock_overflow[i].nxact = 0;
+			dlock_overflow[i].waiting = DLOCK_WAIT_NONE;
 		}
 		max_overflow = newmax;
 	}

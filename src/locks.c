@@ -1,7 +1,8 @@
 /*
- * locks.c: taking, waiting for and releasing named locks (the SQL entry
- * points dlock_try, dlock_lock, their _xact forms, dlock_unlock and
- * dlock_unlock_all).
+ * locks.c: taking and releasing one named lock, the fast path (the SQL
+ * entry points dlock_try, dlock_lock, their _xact forms, dlock_unlock and
+ * dlock_unlock_all).  Waiting is lock_wait.c's, several names at once
+ * locks_many.c's.
  *
  * Each call hashes the name to a key and goes straight to the lock manager
  * (LockAcquire / LockRelease on the advisory tag of that key), exactly like
@@ -26,13 +27,8 @@
 #include "access/xlog.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/proc.h"
 #include "utils/builtins.h"
-#include "utils/timeout.h"
 #include "utils/timestamp.h"
-
-#include <signal.h>
-#include <unistd.h>
 
 #include "dlock.h"
 #include "entries.h"
@@ -41,7 +37,6 @@
 #include "name.h"
 #include "semaphore.h"
 #include "stats.h"
-#include "subxact.h"
 #include "tokens.h"
 
 PG_FUNCTION_INFO_V1(dlock_try);
@@ -53,12 +48,6 @@ PG_FUNCTION_INFO_V1(dlock_try_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_1_5);
 PG_FUNCTION_INFO_V1(dlock_try_xact_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_xact_1_5);
-/* several names at once (1.5) */
-PG_FUNCTION_INFO_V1(dlock_try_many);
-PG_FUNCTION_INFO_V1(dlock_lock_many);
-PG_FUNCTION_INFO_V1(dlock_try_xact_many);
-PG_FUNCTION_INFO_V1(dlock_lock_xact_many);
-PG_FUNCTION_INFO_V1(dlock_unlock_many);
 PG_FUNCTION_INFO_V1(dlock_unlock);
 PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
@@ -184,255 +173,18 @@ record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
 	if (expires != 0)
 		dlock_lease_wake_reaper(expires);
 }
-
-/*
- * Mark the entry waiting (what: DLOCK_WAIT_*) or not; a wait that starts it
- * shows the caller's info (a candidate's word, while it waits in the queue).
- */
-static void
-set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const DlockInfo *info)
-{
-	DlockEntry *e = dlock_entry_at(ref);
-
-	dlock_change_begin(ref);
-	if (what != DLOCK_WAIT_NONE && !e->inuse)
-	{
-		dlock_entry_start(ref, name, mode);
-		dlock_entry_set_info(e, info);
-	}
-	e->waiting = what;
-	if (what == DLOCK_WAIT_NONE)
-		dlock_entry_free_if_unused(ref);
-	dlock_change_end(ref);
-}
-
-/* Release a session lock the caller is not to keep, if the lock manager has it. */
-static void
-release_if_held(const LOCKTAG *tag, LOCKMODE lockmode, bool xact)
-{
-	if (!xact && dlock_lock_held_by_me(tag, lockmode))
-	{
-		LockRelease(tag, lockmode, true);
-		dlock_permit_tag_released(tag);
-	}
-}
-
-/*
- * While a timed wait runs, SIGINT is looked at before PostgreSQL's handler
- * has it: the lock timer's expiry is a SIGINT the process sends itself (so
- * is statement_timeout's), while a cancel from the client, from
- * pg_cancel_backend or from the lease reaper comes from another process.
- * Only a cancel of the first kind may be dropped after a grant that raced
- * the deadline.  Two system calls per timed wait, none on the way to an
- * immediate grant.
- */
-static struct sigaction saved_sigint;
-static volatile sig_atomic_t foreign_sigint = false;
-static bool watching_sigint = false;
-
-static void
-watch_sigint_handler(int signo, siginfo_t *info, void *context)
-{
-	if (info == NULL || info->si_pid != MyProcPid)
-		foreign_sigint = true;
-	if (saved_sigint.sa_flags & SA_SIGINFO)
-		saved_sigint.sa_sigaction(signo, info, context);
-	else if (saved_sigint.sa_handler != SIG_IGN && saved_sigint.sa_handler != SIG_DFL)
-		saved_sigint.sa_handler(signo);
-}
-
-static void
-watch_sigint(void)
-{
-	struct sigaction act;
-
-	if (watching_sigint)
-		return;
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = watch_sigint_handler;
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&act.sa_mask);
-	foreign_sigint = false;
-	if (sigaction(SIGINT, &act, &saved_sigint) == 0)
-		watching_sigint = true;
-}
-
-static void
-unwatch_sigint(void)
-{
-	if (watching_sigint)
-		(void) sigaction(SIGINT, &saved_sigint, NULL);
-	watching_sigint = false;
-}
-
-/*
- * The lock timer fired after the grant: drop the cancel it queued, unless a
- * cancel from another process came too, or the statement's own timeout.
- * SIGINT is blocked meanwhile, so that a cancel cannot slip in between.
- */
-static void
-drop_lock_timer_cancel(void)
-{
-	sigset_t	block,
-				old;
-
-	sigemptyset(&block);
-	sigaddset(&block, SIGINT);
-	sigprocmask(SIG_BLOCK, &block, &old);
-	if (!foreign_sigint)
-	{
-		QueryCancelPending = false;
-		/* unless the statement's timeout has come too, now or just now */
-		if (get_timeout_indicator(STATEMENT_TIMEOUT, false))
-		{
-			QueryCancelPending = true;
-			InterruptPending = true;
-		}
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-}
-
-/* Count a wait that ended without the lock (event -1: not counted). */
-static void
-count_wait_end(const DlockName *name, uint8 mode, int event, TimestampTz start)
-{
-	if (event >= 0)
-		dlock_stats_count(MyDatabaseId, name->key, mode, name->utf8, name->len,
-						  (DlockStatEvent) event, 0, GetCurrentTimestamp() - start, 0);
-}
-
-/*
- * Wait in the lock manager's queue.  With a timeout, lock_timeout is set to
- * it for this one wait and its expiry is turned into "not available"; any
- * other error (deadlock, cancel, statement_timeout) goes to the caller.
- *
- * Why catching the lock-timeout error here, without a subtransaction, is
- * safe on 15, 17 and 18 alike: the error is raised by ProcessInterrupts
- * (the CHECK_FOR_INTERRUPTS in ProcSleep's latch wait), and only after
- * LockErrorCleanup has run.  That took this process off the lock's wait
- * queue under the partition lock (or kept a grant that raced in), cleared
- * proc.c's lockAwaited (18: ResetAwaitedLock; on 15 and 17 lock.c's
- * awaitedLock stays set but is only read after the next WaitOnLock sets it)
- * and disabled the lock timer, and it released the partition
- * lock again.  While ProcSleep waits it holds no LWLock, buffer pin or other
- * resource that an abort would have to give back, and WaitOnLock's own
- * PG_CATCH only resets the process title before re-throwing.  What is left
- * is a LOCALLOCK with no holds, which the next LockAcquire of the same tag
- * reuses and LockReleaseAll drops at the end of the transaction: the state
- * a savepoint rollback after a lock timeout leaves as well.  The error data
- * itself is copied and flushed in the caller's memory context.
- */
-static LockAcquireResult
-wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool session, int64 timeout_us,
-			  int ref, const DlockName *name, uint8 mode, TimestampTz start,
-			  const DlockInfo *info)
-{
-	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
-	int			saved_timeout = LockTimeout;
-	MemoryContext cxt = CurrentMemoryContext;
-	bool		stmt_armed = get_timeout_active(STATEMENT_TIMEOUT);
-	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
-
-	set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION, info);
-	if (timeout_us >= 0)
-		watch_sigint();
-	PG_TRY();
-	{
-		DLOCK_FAULT("lock.wait");
-		if (timeout_us >= 0)
-			LockTimeout = (int) ((timeout_us + 999) / 1000);
-		res = LockAcquire(tag, lockmode, session, false);
-		LockTimeout = saved_timeout;
-
-		/*
-		 * Our deadline passed after the grant but before the lock manager
-		 * disarmed the timer: the lock is ours, and the cancel the timer
-		 * queued is not meant for anyone (unless a real cancel or the
-		 * statement's own timeout came too).
-		 */
-		if (timeout_us >= 0 && get_timeout_indicator(LOCK_TIMEOUT, true))
-			drop_lock_timer_cancel();
-		unwatch_sigint();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-		bool		foreign = foreign_sigint;
-
-		unwatch_sigint();
-		LockTimeout = saved_timeout;
-		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-
-		/*
-		 * Our deadline and a cancel from elsewhere in one instant: the lock
-		 * manager reports the deadline, and the cancel must not be lost.
-		 */
-		if (timeout_us >= 0 && edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE && foreign)
-		{
-			FreeErrorData(edata);
-			FlushErrorState();
-			release_if_held(tag, lockmode, !session);
-			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("canceling statement due to user request")));
-		}
-		if (timeout_us < 0 || edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-		{
-			/*
-			 * A cancel, a timeout or a signal can be handled right after the
-			 * lock manager granted the lock (LockErrorCleanup keeps a grant
-			 * it finds).  The caller sees an error, so it must not hold the
-			 * lock: a transaction-scope lock goes with the abort, a session
-			 * one would outlive it, unrecorded.
-			 */
-			release_if_held(tag, lockmode, !session);
-			count_wait_end(name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
-			FreeErrorData(edata);
-			PG_RE_THROW();
-		}
-		FreeErrorData(edata);
-		FlushErrorState();
-
-		/*
-		 * Our deadline, and the statement's came too: the lock manager
-		 * reports only the earlier (ours, on a tie) and clears both, and
-		 * returning false would let the statement run on without its
-		 * statement_timeout.
-		 */
-		if (stmt_armed && GetCurrentTimestamp() >= stmt_deadline)
-		{
-			release_if_held(tag, lockmode, !session);
-			count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
-			ereport(ERROR,
-					(errcode(ERRCODE_QUERY_CANCELED),
-					 errmsg("canceling statement due to statement timeout")));
-		}
-
-		/*
-		 * Our deadline.  The lock manager has already taken us out of the
-		 * queue (LockErrorCleanup); if it granted the lock in that same
-		 * instant, the lock is ours, and we say so.
-		 */
-		res = dlock_lock_held_by_me(tag, lockmode) ? LOCKACQUIRE_OK : LOCKACQUIRE_NOT_AVAIL;
-	}
-	PG_END_TRY();
-
-	return res;
-}
-
 /*
  * The steps between the lock manager's grant and the record that can still
  * fail: a cancel or terminate that came with the grant, a lease of this
- * session's that ran out during the wait, and drawing the new hold's token.  If one does, this call's grant is given back before the
- * error reaches the caller.  Returns the token (0 when the hold is not new).
- * (A function of its own, so that nothing in the caller is clobbered.)
+ * session's that ran out during the wait, and drawing the new hold's token
+ * (taken: one drawn already, for dlock_token_next_finish, or -1).  If one
+ * fails, this call's grant is given back before the error reaches the
+ * caller.  Returns the token (0 when the hold is not new).  (A function of
+ * its own, so that nothing in the caller is clobbered.)
  */
 static pg_noinline int64
-after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
-			const DlockName *name, uint8 mode, bool start, bool marker)
+after_grant_guarded(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
+					const DlockName *name, uint8 mode, bool start, bool marker, int64 taken)
 {
 	volatile int64 token = 0;
 	volatile bool took_marker = false;
@@ -444,7 +196,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 		if (unlikely(dlock_lease_min != 0))
 			dlock_lease_refuse_after_expiry();
 		if (start)
-			token = dlock_token_next();
+			token = dlock_token_next_finish(taken);
 		/* a session hold with a lease: its marker (dlock.h) */
 		if (marker && !dlock_marker_held(name->key, mode))
 		{
@@ -462,7 +214,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 		dlock_permit_tag_released(tag);
 		if (took_marker)
 			dlock_marker_drop(name->key, mode);
-		set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
+		dlock_set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -470,24 +222,28 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 }
 
 /*
- * What an acquisition asks for besides the name: the arguments of all four
- * acquire functions (the _ms arguments and info since 1.5), the same for one
- * name or several:
- *   dlock_try[_xact](name(s), shared, lease, lease_ms, info, permits)
- *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info, permits)
- * (permits: one name only).
+ * after_grant_guarded where nothing can fail, the usual case: no interrupt
+ * pending, no lease of this session's, no marker to take, and a token
+ * below the reserved ceiling; then no PG_TRY is needed.  (The fault build
+ * always takes the guarded way, where its fault points are.)
  */
-typedef struct AcquireArgs
+static pg_attribute_always_inline int64
+after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
+			const DlockName *name, uint8 mode, bool start, bool marker)
 {
-	int64		timeout_us;		/* -1: no limit; 0: do not wait */
-	uint8		mode;
-	int64		lease_us;		/* -1: none */
-	DlockInfo	info;
-	int			permits;		/* a semaphore's (> 1); 0: a lock */
-	bool		defer;			/* several names: the lease and info are given
-								 * once all are granted (give_deferred) */
-} AcquireArgs;
+	int64		taken = -1;
 
+#ifndef DLOCK_FAULTS
+	if (likely(!InterruptPending && dlock_lease_min == 0 && !marker))
+	{
+		if (!start)
+			return 0;
+		if (likely(dlock_token_next_nofail(&taken)))
+			return taken;
+	}
+#endif
+	return after_grant_guarded(tag, lockmode, xact, ref, name, mode, start, marker, taken);
+}
 static const DlockInfo no_info = {false, NULL, 0};
 
 static pg_attribute_always_inline void
@@ -508,105 +264,12 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 		dlock_check_own_session(a->lease_us >= 0);
 }
 
-/*
- * Wait for a permit of a semaphore (semaphore.c): in line in the name's
- * turnstile (a wait in the lock manager's queue, as for a lock), then,
- * first in line, until a permit is free.  The permit, or 0 at the timeout;
- * an error leaves no permit and no place in line.
- */
-static int
-wait_for_permit(const DlockName *name, int ref, bool xact, const AcquireArgs *a,
-				TimestampTz start)
+/* acquire_args for the calls on several names (locks_many.c) */
+void
+dlock_acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 {
-	LOCKTAG		turnstile;
-	volatile int permit = 0;
-	volatile bool head = false;
-	volatile TimestampTz deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
-	volatile bool by_lock_timeout = false;
-
-	/*
-	 * Without a timeout, lock_timeout bounds the whole wait, as it bounds
-	 * the wait in line (a lock wait): the first in line's too, from the
-	 * call's start, with its usual error.
-	 */
-	if (a->timeout_us < 0 && LockTimeout > 0)
-	{
-		deadline = start + (int64) LockTimeout * 1000;
-		by_lock_timeout = true;
-	}
-	dlock_set_turnstile_tag(&turnstile, MyDatabaseId, name->key);
-	dlock_permit_queue_enter(MyDatabaseId, name->key);
-	PG_TRY();
-	{
-		if (wait_for_lock(&turnstile, ExclusiveLock, xact, true, a->timeout_us, ref, name,
-						  DLOCK_EXCLUSIVE, start, &a->info) != LOCKACQUIRE_NOT_AVAIL)
-		{
-			head = true;
-			DLOCK_FAULT("permit.head");
-			permit = dlock_permit_head(MyDatabaseId, name->key, a->permits, !xact, deadline,
-									   true);
-			if (permit == 0 && by_lock_timeout)
-				ereport(ERROR,
-						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-						 errmsg("canceling statement due to lock timeout")));
-			head = false;
-			LockRelease(&turnstile, ExclusiveLock, true);
-		}
-	}
-	PG_CATCH();
-	{
-		/* (a wait for the turnstile that failed cleaned up after itself) */
-		if (head)
-		{
-			LockRelease(&turnstile, ExclusiveLock, true);
-			set_waiting(ref, name, DLOCK_EXCLUSIVE, DLOCK_WAIT_NONE, NULL);
-			count_wait_end(name, DLOCK_EXCLUSIVE, dlock_stat_wait_error(geterrcode()), start);
-		}
-		dlock_permit_queue_leave();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dlock_permit_queue_leave();
-	return permit;
+	acquire_args(fcinfo, can_wait, a);
 }
-
-/*
- * Take a permit of a semaphore: one free now if nobody is in line, else
- * (a call that waits) its turn.  LOCKACQUIRE_OK with *permit, or
- * LOCKACQUIRE_NOT_AVAIL (busy, or the timeout: counted).
- */
-static LockAcquireResult
-take_permit(const DlockName *name, int ref, bool xact, bool can_wait, const AcquireArgs *a,
-			int *permit, int64 *waited_us)
-{
-	TimestampTz start;
-	int			p;
-
-	p = dlock_permit_take(MyDatabaseId, name->key, a->permits, !xact, NULL, NULL);
-	if (p > 0)
-	{
-		*permit = p;
-		return LOCKACQUIRE_OK;
-	}
-	if (!can_wait || a->timeout_us == 0)
-	{
-		dlock_stats_count(MyDatabaseId, name->key, DLOCK_EXCLUSIVE, name->utf8, name->len,
-						  DLOCK_STAT_BUSY, 0, 0, 0);
-		return LOCKACQUIRE_NOT_AVAIL;
-	}
-	start = GetCurrentTimestamp();
-	p = wait_for_permit(name, ref, xact, a, start);
-	if (p == 0)
-	{
-		set_waiting(ref, name, DLOCK_EXCLUSIVE, DLOCK_WAIT_NONE, NULL);
-		count_wait_end(name, DLOCK_EXCLUSIVE, DLOCK_STAT_TIMEOUT, start);
-		return LOCKACQUIRE_NOT_AVAIL;
-	}
-	*waited_us = Max(GetCurrentTimestamp() - start, 0);
-	*permit = p;
-	return LOCKACQUIRE_OK;
-}
-
 /* Take one name as a asks (a->timeout_us: this name's); false if not granted. */
 static pg_attribute_always_inline bool
 acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs *a)
@@ -681,7 +344,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	}
 	else if (unlikely(a->permits > 0) && !live)
 	{
-		if (take_permit(&name, ref, xact, can_wait, a, &permit, &waited_us) ==
+		if (dlock_take_permit(&name, ref, xact, can_wait, a, &permit, &waited_us) ==
 			LOCKACQUIRE_NOT_AVAIL)
 			return false;
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, permit);
@@ -705,11 +368,11 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = wait_for_lock(&tag, lockmode, xact, !xact, timeout_us, ref, &name, mode, start,
+		res = dlock_wait_for_lock(&tag, lockmode, xact, !xact, timeout_us, ref, &name, mode, start,
 							&a->info);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
-			count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
+			dlock_count_wait_end(&name, mode, DLOCK_STAT_TIMEOUT, start);
 			return false;
 		}
 		waited_us = Max(GetCurrentTimestamp() - start, 0);
@@ -734,6 +397,13 @@ granted:
 					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
 					  waited_us, res == LOCKACQUIRE_OK ? dlock_entry_at(ref)->since : 0);
 	return true;
+}
+
+/* acquire_name for the calls on several names (locks_many.c) */
+bool
+dlock_acquire_one(const DlockName *name, bool xact, bool can_wait, const AcquireArgs *a)
+{
+	return acquire_name(name, xact, can_wait, a);
 }
 
 /* One name (the hot path: no allocation, one call into the lock manager). */
@@ -853,6 +523,13 @@ unlock_name(const DlockName *namep, uint8 mode)
 	return released;
 }
 
+/* unlock_name for the calls on several names (locks_many.c) */
+bool
+dlock_unlock_one(const DlockName *name, uint8 mode)
+{
+	return unlock_name(name, mode);
+}
+
 /* dlock_unlock(name, shared): like pg_advisory_unlock, session scope only */
 Datum
 dlock_unlock(PG_FUNCTION_ARGS)
@@ -865,193 +542,6 @@ dlock_unlock(PG_FUNCTION_ARGS)
 	dlock_backend_init();
 	PG_RETURN_BOOL(unlock_name(&name, mode));
 }
-
-/*
- * Several names at once (1.5): dlock_try, dlock_lock and their _xact forms
- * given a text[] take all of the names or none.  They are taken in key
- * order (dlock_names_arg), so two calls of these never wait for each other
- * in a circle; a timeout is the whole call's.  A name that is not granted
- * (busy, the deadline) or an error gives back what the call took: session
- * holds one by one (unlock_name), transaction holds with an internal
- * subtransaction that is rolled back, so that the lock manager and
- * dlock's transaction callbacks drop them as at any rollback.
- */
-/*
- * Once all the names are granted: their lease, counted from now, and their
- * info, as one acquisition of each would have given them.  The markers are
- * the step that can fail (the lock table): taken first, and dropped again
- * if one cannot be, before any entry changes; the caller then gives back
- * what it took.  So a call told false or an error leaves the holds this
- * session had before it as they were (lease, info).
- */
-static void
-give_deferred(const DlockName *names, int n, const AcquireArgs *a)
-{
-	bool	   *took = palloc0(sizeof(bool) * n);
-	volatile int i = 0;
-	TimestampTz expires = 0;
-
-	if (a->lease_us >= 0)
-	{
-		PG_TRY();
-		{
-			for (i = 0; i < n; i++)
-			{
-				DlockEntry *e = dlock_entry_at(dlock_entry_find(names[i].key, a->mode));
-
-				if (e->nsession > 0 && !dlock_marker_held(names[i].key, a->mode))
-				{
-					dlock_marker_take(names[i].key, a->mode);
-					took[i] = true;
-				}
-			}
-		}
-		PG_CATCH();
-		{
-			for (int j = 0; j < n; j++)
-				if (took[j])
-					dlock_marker_drop(names[j].key, a->mode);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-		/* dlock_lease_arg() checked that this cannot overflow */
-		expires = GetCurrentTimestamp() + a->lease_us;
-		dlock_lease_note(expires);
-	}
-	for (i = 0; i < n; i++)
-	{
-		int			ref = dlock_entry_find(names[i].key, a->mode);
-		DlockEntry *e = dlock_entry_at(ref);
-
-		dlock_change_begin(ref);
-		if (a->lease_us >= 0)
-		{
-			e->lease_us = a->lease_us;
-			e->lease_expires = expires;
-		}
-		dlock_entry_set_info(e, &a->info);
-		dlock_change_end(ref);
-	}
-	if (expires != 0)
-		dlock_lease_wake_reaper(expires);
-}
-
-static bool
-take_names(const DlockName *names, int n, bool xact, bool can_wait, const AcquireArgs *a,
-		   volatile int *taken)
-{
-	AcquireArgs one = *a;
-	TimestampTz deadline = a->timeout_us > 0 ? GetCurrentTimestamp() + a->timeout_us : 0;
-
-	one.defer = true;
-	for (int i = 0; i < n; i++)
-	{
-		/* what is left of the call's timeout; none left: try once */
-		if (a->timeout_us > 0)
-			one.timeout_us = Max(deadline - GetCurrentTimestamp(), 0);
-		DLOCK_FAULT("lock.many");
-		if (!acquire_name(&names[i], xact, can_wait, &one))
-			return false;
-		(*taken)++;
-	}
-	if (a->lease_us >= 0 || a->info.given)
-		give_deferred(names, n, a);
-	return true;
-}
-
-/* take_names as a subtransaction's step (dlock_in_subxact) */
-typedef struct TakeNames
-{
-	const DlockName *names;
-	int			n;
-	bool		can_wait;
-	const AcquireArgs *a;
-	int			taken;
-} TakeNames;
-
-static bool
-take_names_step(void *arg)
-{
-	TakeNames  *t = (TakeNames *) arg;
-
-	return take_names(t->names, t->n, true, t->can_wait, t->a, &t->taken);
-}
-
-static bool
-acquire_many(FunctionCallInfo fcinfo, bool xact, bool can_wait)
-{
-	DlockName  *names;
-	int			n;
-	AcquireArgs a;
-	volatile int taken = 0;
-	volatile bool ok;
-
-	n = dlock_names_arg(fcinfo, 0, &names);
-	acquire_args(fcinfo, can_wait, &a);
-	if (xact)
-	{
-		TakeNames	t = {names, n, can_wait, &a, 0};
-
-		return dlock_in_subxact(take_names_step, &t);
-	}
-	PG_TRY();
-	{
-		ok = take_names(names, n, false, can_wait, &a, &taken);
-		if (!ok)
-			while (taken > 0)
-				(void) unlock_name(&names[--taken], a.mode);
-	}
-	PG_CATCH();
-	{
-		while (taken > 0)
-			(void) unlock_name(&names[--taken], a.mode);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	return ok;
-}
-
-Datum
-dlock_try_many(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire_many(fcinfo, false, false));
-}
-
-Datum
-dlock_lock_many(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire_many(fcinfo, false, true));
-}
-
-Datum
-dlock_try_xact_many(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire_many(fcinfo, true, false));
-}
-
-Datum
-dlock_lock_xact_many(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_BOOL(acquire_many(fcinfo, true, true));
-}
-
-/* dlock_unlock(names text[], shared): each name once; true if every one was held */
-Datum
-dlock_unlock_many(PG_FUNCTION_ARGS)
-{
-	DlockName  *names;
-	int			n;
-	uint8		mode;
-	bool		all = true;
-
-	n = dlock_names_arg(fcinfo, 0, &names);
-	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
-	dlock_backend_init();
-	for (int i = 0; i < n; i++)
-		all &= unlock_name(&names[i], mode);
-	PG_RETURN_BOOL(all);
-}
-
 /* dlock_unlock_all(): every session-scope dlock lock; returns how many */
 Datum
 dlock_unlock_all(PG_FUNCTION_ARGS)

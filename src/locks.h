@@ -1,7 +1,57 @@
-/* locks.h: dlock.allow_standby_locks, the one setting locks.c owns. */
+/*
+ * locks.h: what locks.c (the fast path: one name taken, one released),
+ * lock_wait.c (waiting in the lock manager's queue, for a lock or a
+ * semaphore's permit) and locks_many.c (several names at once) share, and
+ * dlock.allow_standby_locks, the one setting they own.
+ */
 #ifndef DLOCK_LOCKS_H
 #define DLOCK_LOCKS_H
 
+#include "fmgr.h"
+#include "storage/lock.h"
+#include "utils/timestamp.h"
+
+#include "entries.h"
+#include "name.h"
+
 extern bool dlock_allow_standby_locks;
+
+/*
+ * What an acquisition asks for besides the name: the arguments of all four
+ * acquire functions (the _ms arguments and info since 1.5), the same for one
+ * name or several:
+ *   dlock_try[_xact](name(s), shared, lease, lease_ms, info, permits)
+ *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info, permits)
+ * (permits: one name only).
+ */
+typedef struct AcquireArgs
+{
+	int64		timeout_us;		/* -1: no limit; 0: do not wait */
+	uint8		mode;
+	int64		lease_us;		/* -1: none */
+	DlockInfo	info;
+	int			permits;		/* a semaphore's (> 1); 0: a lock */
+	bool		defer;			/* several names: the lease and info are given
+								 * once all are granted (give_deferred) */
+} AcquireArgs;
+
+/* locks.c */
+extern void dlock_acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a);
+extern bool dlock_acquire_one(const DlockName *name, bool xact, bool can_wait,
+							  const AcquireArgs *a);
+extern bool dlock_unlock_one(const DlockName *name, uint8 mode);
+
+/* lock_wait.c */
+extern void dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what,
+							  const DlockInfo *info);
+extern void dlock_count_wait_end(const DlockName *name, uint8 mode, int event,
+								 TimestampTz start);
+extern LockAcquireResult dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact,
+											 bool session, int64 timeout_us, int ref,
+											 const DlockName *name, uint8 mode,
+											 TimestampTz start, const DlockInfo *info);
+extern LockAcquireResult dlock_take_permit(const DlockName *name, int ref, bool xact,
+										   bool can_wait, const AcquireArgs *a, int *permit,
+										   int64 *waited_us);
 
 #endif							/* DLOCK_LOCKS_H */

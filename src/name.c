@@ -72,6 +72,12 @@ typedef struct KeyCacheEntry
 
 static KeyCacheEntry *key_cache = NULL;
 
+/*
+ * The last name looked up, in front of the cache: a session that takes and
+ * releases one name, the commonest use, pays a compare and no hash.
+ */
+static KeyCacheEntry last_name = {0, 0, {0}};
+
 static int64
 key_of(const char *utf8, int len)
 {
@@ -79,6 +85,8 @@ key_of(const char *utf8, int len)
 
 	if (len > CACHE_NAME_MAX)
 		return dlock_key_bytes(utf8, len);
+	if (last_name.len == len && memcmp(last_name.name, utf8, len) == 0)
+		return last_name.key;
 	if (unlikely(key_cache == NULL))
 		key_cache = MemoryContextAllocZero(TopMemoryContext,
 										   sizeof(KeyCacheEntry) * CACHE_SIZE);
@@ -89,6 +97,9 @@ key_of(const char *utf8, int len)
 		memcpy(c->name, utf8, len);
 		c->len = len;
 	}
+	last_name.key = c->key;
+	last_name.len = len;
+	memcpy(last_name.name, utf8, len);
 	return c->key;
 }
 

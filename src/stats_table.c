@@ -276,6 +276,7 @@ part_evict(int p, Oid owner)
 	int			nowners = 0;
 	int			drop = Max(1, cap * DLOCK_STATS_EVICT_PERCENT / 100);
 	int			victims;			/* 0: owner's own; 1: over-share roles'; 2: any */
+	bool		only_owner = true;
 	int			i;
 
 	if (ranks == NULL)
@@ -308,12 +309,23 @@ part_evict(int p, Oid owner)
 		DlockStatsEntry *e = dlock_stats_entry(p, i);
 
 		if (e->inuse)
+		{
 			owners[nowners++] = e->r.owner;
+			only_owner &= (e->r.owner == owner);
+		}
 	}
-	qsort(owners, nowners, sizeof(Oid), oid_cmp);
-	if (over_share(owners, nowners, owner, share - 1))
-		victims = 0;			/* owns its share: its own entries go */
+	/*
+	 * Owns its share: its own entries go.  (The usual case, a part of one
+	 * role's entries alone, needs no sorting of the roles.)
+	 */
+	if (only_owner)
+		victims = nowners > share - 1 ? 0 : 2;
 	else
+	{
+		qsort(owners, nowners, sizeof(Oid), oid_cmp);
+		victims = over_share(owners, nowners, owner, share - 1) ? 0 : -1;
+	}
+	if (victims < 0)
 	{
 		victims = 2;
 		for (i = 0; i < nowners; i++)

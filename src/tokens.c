@@ -556,6 +556,37 @@ dlock_token_next(void)
 	return tokens_reserve(s, t);
 }
 
+/*
+ * dlock_token_next without anything that can fail, for the fast path: true
+ * with the token where the counter runs and the token is below the
+ * reserved ceiling (no file to write).  Else false, and *taken is what
+ * dlock_token_next_finish must be given where an error is allowed: a token
+ * drawn past the ceiling (>= 0), or none drawn (-1).
+ */
+bool
+dlock_token_next_nofail(int64 *taken)
+{
+	DlockTokens *s = tokens;
+	uint64		t;
+
+	*taken = -1;
+	if (unlikely(s == NULL) ||
+		unlikely(pg_atomic_read_u32(&s->token_state) != DLOCK_TOKENS_ON))
+		return false;
+	/* a full barrier: reads the ceiling after the state said ON */
+	t = pg_atomic_fetch_add_u64(&s->token_next, 1);
+	*taken = (int64) t;
+	return likely(t < pg_atomic_read_u64(&s->token_ceiling));
+}
+
+int64
+dlock_token_next_finish(int64 taken)
+{
+	if (taken < 0)
+		return dlock_token_next();
+	return tokens_reserve(tokens, (uint64) taken);
+}
+
 /* Why a hold has no token: the DETAIL (and HINT) of dlock_token's error. */
 int
 dlock_token_none_detail(int64 token)

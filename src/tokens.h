@@ -16,6 +16,8 @@ extern void dlock_tokens_shmem_init(void);
 
 /* The token of a new hold: positive, or <= 0 (none), which says why. */
 extern int64 dlock_token_next(void);
+extern bool dlock_token_next_nofail(int64 *taken);
+extern int64 dlock_token_next_finish(int64 taken);
 extern void dlock_tokens_prepare(void);
 extern int	dlock_token_none_detail(int64 token);
 

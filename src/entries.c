@@ -173,12 +173,18 @@ free_slot_entry(void)
 static uint32
 held_limit(void)
 {
-	int64		table;
+	/* the lock table's size is fixed at server start */
+	static uint32 quarter = 0;
 
 	if (dlock_max_held_locks >= 0)
 		return (uint32) dlock_max_held_locks;
-	table = (int64) max_locks_per_xact * (MaxBackends + max_prepared_xacts);
-	return (uint32) Max(Min(table / 4, (int64) INT_MAX), 1);
+	if (unlikely(quarter == 0))
+	{
+		int64		table = (int64) max_locks_per_xact * (MaxBackends + max_prepared_xacts);
+
+		quarter = (uint32) Max(Min(table / 4, (int64) INT_MAX), 1);
+	}
+	return quarter;
 }
 
 /*
@@ -479,7 +485,7 @@ dlock_entry_end_session(int ref)
  * Costs a lookup only for an entry with a lease.
  */
 void
-dlock_entry_drop_stale_session(int ref)
+dlock_entry_drop_stale_session_slow(int ref)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 

@@ -129,7 +129,18 @@ extern bool dlock_entry_lock_held(const DlockEntry *e);
 extern void dlock_entry_forget_stale(int ref);
 extern void dlock_entry_end_session(int ref);
 extern void dlock_entries_forget_released(void);
-extern void dlock_entry_drop_stale_session(int ref);
+extern void dlock_entry_drop_stale_session_slow(int ref);
+
+/*
+ * A session hold with a lease whose marker the lock manager no longer has
+ * (released behind dlock's back): forgotten (entries.c).
+ */
+static inline void
+dlock_entry_drop_stale_session(int ref)
+{
+	if (unlikely(dlock_entry_at(ref)->lease_expires != 0))
+		dlock_entry_drop_stale_session_slow(ref);
+}
 extern int	dlock_entries_held(const DlockName *name, int refs[2]);
 extern void dlock_entries_not_held(const DlockName *name);
 

@@ -253,6 +253,17 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 
 	a->timeout_us = 0;
 	a->defer = false;
+	/* the one-argument forms: a lock, exclusive, no lease, no info */
+	if (likely(PG_NARGS() == 1))
+	{
+		if (can_wait)
+			a->timeout_us = -1;
+		a->mode = DLOCK_EXCLUSIVE;
+		a->lease_us = -1;
+		a->info = no_info;
+		a->permits = 0;
+		return;
+	}
 	if (can_wait)
 		a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
 	a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;

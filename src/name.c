@@ -72,11 +72,8 @@ typedef struct KeyCacheEntry
 
 static KeyCacheEntry *key_cache = NULL;
 
-/*
- * The last name looked up, in front of the cache: a session that takes and
- * releases one name, the commonest use, pays a compare and no hash.
- */
-static KeyCacheEntry last_name = {0, 0, {0}};
+/* name.h: what dlock_name_arg compares first */
+DlockLastName dlock_last_name = {0, 0, {0}};
 
 static int64
 key_of(const char *utf8, int len)
@@ -85,8 +82,6 @@ key_of(const char *utf8, int len)
 
 	if (len > CACHE_NAME_MAX)
 		return dlock_key_bytes(utf8, len);
-	if (last_name.len == len && memcmp(last_name.name, utf8, len) == 0)
-		return last_name.key;
 	if (unlikely(key_cache == NULL))
 		key_cache = MemoryContextAllocZero(TopMemoryContext,
 										   sizeof(KeyCacheEntry) * CACHE_SIZE);
@@ -97,18 +92,7 @@ key_of(const char *utf8, int len)
 		memcpy(c->name, utf8, len);
 		c->len = len;
 	}
-	last_name.key = c->key;
-	last_name.len = len;
-	memcpy(last_name.name, utf8, len);
 	return c->key;
-}
-
-void
-dlock_set_locktag(LOCKTAG *tag, int64 key)
-{
-	/* the same tag as pg_advisory_lock(bigint) */
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
-						 (uint32) ((uint64) key >> 32), (uint32) key, DLOCK_SUBID_KEY);
 }
 
 /* Permit p of a name (dlock.h): p 0 or 1 is the name's own lock. */
@@ -197,6 +181,14 @@ dlock_name_text(text *t, DlockName *name)
 	name->utf8 = s;
 	name->len = len;
 	name->key = key_of(s, len);
+	/* (where the server's encoding is UTF-8, these are the argument's bytes) */
+	if (len <= DLOCK_LAST_NAME_MAX && GetDatabaseEncoding() == PG_UTF8)
+	{
+		dlock_last_name.len = 0;
+		dlock_last_name.key = name->key;
+		memcpy(dlock_last_name.utf8, s, len);
+		dlock_last_name.len = len;
+	}
 }
 
 static int

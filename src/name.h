@@ -11,6 +11,8 @@
 #include "datatype/timestamp.h"
 #include "storage/lock.h"
 
+#include "dlock.h"
+
 /* Longest client address kept for the view (numeric IPv6 with a zone). */
 #define DLOCK_CLIENT_MAX 64
 
@@ -39,16 +41,52 @@ extern void dlock_name_null(void);
 extern void dlock_name_text(text *t, DlockName *name);
 extern int	dlock_names_arg(FunctionCallInfo fcinfo, int argno, DlockName **names);
 
-/* The lock-name argument: not null, and a name (dlock_name_text). */
+/*
+ * The last name checked, with its key (name.c): len is 0 until one was,
+ * and the name is kept only where the server's encoding is UTF-8 (its
+ * bytes are then the argument's).
+ */
+#define DLOCK_LAST_NAME_MAX 64
+typedef struct DlockLastName
+{
+	int64		key;
+	int			len;
+	char		utf8[DLOCK_LAST_NAME_MAX];
+} DlockLastName;
+extern PGDLLIMPORT DlockLastName dlock_last_name;
+
+/*
+ * The lock-name argument: not null, and a name (dlock_name_text).  The name
+ * a session takes over and over is the one checked last: its bytes are
+ * compared, and nothing else needs doing.
+ */
 static inline void
 dlock_name_arg(FunctionCallInfo fcinfo, int argno, DlockName *name)
 {
+	text	   *t;
+
 	if (PG_ARGISNULL(argno))
 		dlock_name_null();
-	dlock_name_text(PG_GETARG_TEXT_PP(argno), name);
+	t = PG_GETARG_TEXT_PP(argno);
+	if (likely((int) VARSIZE_ANY_EXHDR(t) == dlock_last_name.len) && dlock_last_name.len > 0 &&
+		memcmp(VARDATA_ANY(t), dlock_last_name.utf8, dlock_last_name.len) == 0)
+	{
+		name->arg = t;
+		name->utf8 = VARDATA_ANY(t);
+		name->len = dlock_last_name.len;
+		name->key = dlock_last_name.key;
+		return;
+	}
+	dlock_name_text(t, name);
 }
 extern char *dlock_display_name(const DlockName *name);
-extern void dlock_set_locktag(LOCKTAG *tag, int64 key);
+/* the same tag as pg_advisory_lock(bigint) */
+static inline void
+dlock_set_locktag(LOCKTAG *tag, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 (uint32) ((uint64) key >> 32), (uint32) key, DLOCK_SUBID_KEY);
+}
 extern void dlock_set_permit_tag(LOCKTAG *tag, Oid dbid, int64 key, int permit);
 extern void dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);

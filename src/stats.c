@@ -90,6 +90,7 @@ static DlockStatsRecord pending[DLOCK_STATS_PENDING];
 static bool pending_on = false;	/* false: count into the table */
 static int	npending = 0;
 static int16 pending_index[PENDING_INDEX];	/* -1: empty */
+static int	last_pending = -1;	/* the record counted into last, or -1 */
 
 /*
  * Before the backend's exit releases its locks (ShutdownPostgres, which runs
@@ -147,6 +148,7 @@ dlock_stats_backend_setup(void)
 		return;
 	memset(pending_index, -1, sizeof(pending_index));
 	npending = 0;
+	last_pending = -1;
 	pending_on = true;
 }
 
@@ -165,6 +167,7 @@ dlock_stats_flush(void)
 		dlock_stats_add(r->dbid, r->key, r->mode, r->name, r->namelen, r->owner, &r->c);
 	}
 	npending = 0;
+	last_pending = -1;
 	memset(pending_index, -1, sizeof(pending_index));
 }
 
@@ -172,9 +175,17 @@ dlock_stats_flush(void)
 static DlockStatsCounters *
 pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 {
-	uint32		i = dlock_stats_hash(dbid, key, mode) % PENDING_INDEX;
+	uint32		i;
 	DlockStatsRecord *r;
 
+	/* a hold's end usually follows its start: the same record */
+	if (likely(last_pending >= 0))
+	{
+		r = &pending[last_pending];
+		if (r->key == key && r->dbid == dbid && r->mode == mode)
+			return &r->c;
+	}
+	i = dlock_stats_hash(dbid, key, mode) % PENDING_INDEX;
 	for (;;)
 	{
 		int			x = pending_index[i];
@@ -183,7 +194,10 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 			break;
 		r = &pending[x];
 		if (r->key == key && r->dbid == dbid && r->mode == mode)
+		{
+			last_pending = x;
 			return &r->c;
+		}
 		i = (i + 1) % PENDING_INDEX;
 	}
 	if (npending == DLOCK_STATS_PENDING)
@@ -192,6 +206,7 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 		return pending_counts(dbid, key, mode, name, namelen);
 	}
 	r = &pending[npending];
+	last_pending = npending;
 	pending_index[i] = npending++;
 	memset(&r->c, 0, sizeof(r->c));
 	r->dbid = dbid;

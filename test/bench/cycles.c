@@ -36,9 +36,13 @@
  *
  * Clients connect and prepare first; the clock starts when all are ready.
  * At the end it prints one line:
- *   MODE CLIENTS cycles=N seconds=S cps=C min=A max=B
+ *   MODE CLIENTS cycles=N seconds=S cps=C min=A max=B p50_us=M p99_us=P
  * cps is N / S, S runs from the start to the end of the last cycle, and
- * min and max are the fewest and the most cycles one client did.
+ * min and max are the fewest and the most cycles one client did.  p50_us
+ * and p99_us are the latency of a cycle as the client sees it (from before
+ * its acquire is sent to after its release's reply), the median and the
+ * 99th percentile over every cycle of every client, in microseconds (to a
+ * tenth; a cycle over LATENCY_MAX_US counts as that).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -107,13 +111,32 @@ static const char *target;
 static pthread_barrier_t ready;
 static atomic_bool stop;
 
+/* cycle latencies: a histogram of 100 ns buckets per client, to 20 ms */
+#define LATENCY_BUCKET_NS 100
+#define LATENCY_MAX_US 20000
+#define LATENCY_BUCKETS (LATENCY_MAX_US * 1000 / LATENCY_BUCKET_NS + 1)
+
 typedef struct
 {
 	int			client;
 	pthread_t	thread;
 	uint64_t	cycles;
 	struct timespec end;
+	uint32_t   *latency;		/* LATENCY_BUCKETS counts */
 } Client;
+
+static void
+count_latency(Client *c, const struct timespec *from)
+{
+	struct timespec now;
+	int64_t		ns;
+	int64_t		b;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ns = (int64_t) (now.tv_sec - from->tv_sec) * 1000000000 + (now.tv_nsec - from->tv_nsec);
+	b = ns / LATENCY_BUCKET_NS;
+	c->latency[b < LATENCY_BUCKETS - 1 ? (b < 0 ? 0 : b) : LATENCY_BUCKETS - 1]++;
+}
 
 static void
 fail(int client, const char *fmt,...)
@@ -220,6 +243,9 @@ pg_client(Client *c)
 	pthread_barrier_wait(&ready);
 	while (!atomic_load_explicit(&stop, memory_order_relaxed))
 	{
+		struct timespec from;
+
+		clock_gettime(CLOCK_MONOTONIC, &from);
 		res = PQexecPrepared(conn, "acquire", 1, params, NULL, NULL, 0);
 		if (mode == M_DETACHED)
 		{
@@ -237,6 +263,7 @@ pg_client(Client *c)
 		res = PQexecPrepared(conn, "release", modes[mode].release_params, params, NULL, NULL, 0);
 		expect_true(c->client, modes[mode].release, res);
 		PQclear(res);
+		count_latency(c, &from);
 		c->cycles++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &c->end);
@@ -287,6 +314,9 @@ redis_client(Client *c)
 	pthread_barrier_wait(&ready);
 	while (!atomic_load_explicit(&stop, memory_order_relaxed))
 	{
+		struct timespec from;
+
+		clock_gettime(CLOCK_MONOTONIC, &from);
 		snprintf(token, sizeof(token), "%016" PRIx64 "-%" PRIu64, prefix, ++n);
 		r = redis_reply(c->client, rc,
 						redisCommand(rc, "SET %s %s NX PX %d", key, token, LEASE_MS), "SET NX PX");
@@ -301,6 +331,7 @@ redis_client(Client *c)
 			fail(c->client, "the release script did not delete %s (reply type %d, %lld)",
 				 key, r->type, r->type == REDIS_REPLY_INTEGER ? r->integer : 0LL);
 		freeReplyObject(r);
+		count_latency(c, &from);
 		c->cycles++;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &c->end);
@@ -353,6 +384,9 @@ main(int argc, char **argv)
 	uint64_t	total = 0,
 				least = UINT64_MAX,
 				most = 0;
+	uint64_t   *latency;
+	double		p50 = 0,
+				p99 = 0;
 	int			i;
 
 	if (argc != 5)
@@ -395,10 +429,21 @@ main(int argc, char **argv)
 	}
 
 	clients = calloc(nclients, sizeof(Client));
-	if (clients == NULL || pthread_barrier_init(&ready, NULL, nclients + 1) != 0)
+	latency = calloc(LATENCY_BUCKETS, sizeof(uint64_t));
+	if (clients == NULL || latency == NULL ||
+		pthread_barrier_init(&ready, NULL, nclients + 1) != 0)
 	{
 		fprintf(stderr, "cycles: out of memory\n");
 		return 1;
+	}
+	for (i = 0; i < nclients; i++)
+	{
+		clients[i].latency = calloc(LATENCY_BUCKETS, sizeof(uint32_t));
+		if (clients[i].latency == NULL)
+		{
+			fprintf(stderr, "cycles: out of memory\n");
+			return 1;
+		}
 	}
 	for (i = 0; i < nclients; i++)
 	{
@@ -431,9 +476,31 @@ main(int argc, char **argv)
 			least = clients[i].cycles;
 		if (clients[i].cycles > most)
 			most = clients[i].cycles;
+		for (int b = 0; b < LATENCY_BUCKETS; b++)
+			latency[b] += clients[i].latency[b];
+		free(clients[i].latency);
 	}
-	printf("%s %d cycles=%" PRIu64 " seconds=%.4f cps=%.1f min=%" PRIu64 " max=%" PRIu64 "\n",
-		   modes[mode].name, nclients, total, elapsed, total / elapsed, least, most);
+	/* the bucket where the 50th and the 99th percentile fall, its middle */
+	{
+		uint64_t	seen = 0;
+		uint64_t	at50 = (total + 1) / 2;
+		uint64_t	at99 = total - total / 100;
+
+		for (int b = 0; b < LATENCY_BUCKETS && total > 0; b++)
+		{
+			double		us = (b + 0.5) * LATENCY_BUCKET_NS / 1000.0;
+
+			if (seen < at50 && seen + latency[b] >= at50)
+				p50 = us;
+			if (seen < at99 && seen + latency[b] >= at99)
+				p99 = us;
+			seen += latency[b];
+		}
+	}
+	printf("%s %d cycles=%" PRIu64 " seconds=%.4f cps=%.1f min=%" PRIu64 " max=%" PRIu64
+		   " p50_us=%.1f p99_us=%.1f\n",
+		   modes[mode].name, nclients, total, elapsed, total / elapsed, least, most, p50, p99);
+	free(latency);
 	free(clients);
 	return 0;
 }

@@ -49,12 +49,21 @@ static int	free_in_slot = 0;	/* unused entries of the shared slot */
  * back at dlock_my_cap once this session frees a slot entry itself.  So a
  * session holding thousands of names pays well under one lookup per new name.
  * A session with fewer overflow entries in use than the slot has entries
- * sweeps whenever the slot is full (as pooled sessions after DISCARD ALL
- * need), and a lease needs a slot entry and sweeps whatever the credit.
+ * sweeps whenever the slot is full and a witness says holds went behind
+ * dlock's back (pg_advisory_unlock_all, which takes every session hold,
+ * or one a raw pg_advisory_unlock took): one session hold of the slot, a
+ * different one each time, looked up (witness_released); so the names
+ * beyond the slot cost one lookup each, not a sweep each.  A lease needs a
+ * slot entry and sweeps whatever the credit.  (DISCARD ALL forgets the
+ * released holds at once: dlock.c.)
  */
 #define SWEEP_COST_MAX 16
 static int	sweep_credit = 0;
 static int	sweep_cost = 0;
+static int	witness_next = 0;
+
+/* probes for a witness among the slot's entries, at most */
+#define WITNESS_PROBES 8
 
 /* what runs after a backend's setup (entries.h) */
 #define MAX_SETUP_HOOKS 4
@@ -188,6 +197,31 @@ held_limit(void)
 }
 
 /*
+ * Has the lock manager let go of a session hold of the slot's (the next one
+ * in turn that a sweep could reclaim)?  False where none was found in a few
+ * probes: then a sweep would reclaim nothing the credit's sweeps will not.
+ */
+static bool
+witness_released(void)
+{
+	int			n = dlock_my_slot->nused;
+
+	for (int probe = 0; probe < WITNESS_PROBES && n > 0; probe++)
+	{
+		DlockEntry *e;
+
+		if (witness_next >= n)
+			witness_next = 0;
+		e = &dlock_my_slot->entries[witness_next++];
+		if (!e->inuse || e->nsession == 0 || e->nxact > 0 ||
+			e->waiting != DLOCK_WAIT_NONE)
+			continue;
+		return !dlock_entry_lock_held(e);
+	}
+	return false;
+}
+
+/*
  * No single session may fill the server's lock table through dlock: a new
  * name beyond dlock.max_held_locks is refused (holds released behind dlock's
  * back are dropped first).
@@ -281,7 +315,7 @@ dlock_entry_for(const DlockName *name, uint8 mode, int need)
 	/* full: drop holds released behind dlock's back, then look again */
 	if (dlock_my_cap > 0 &&
 		(need != DLOCK_NEED_NONE || sweep_credit >= sweep_cost ||
-		 n_overflow - n_free_overflow < dlock_my_cap))
+		 (n_overflow - n_free_overflow < dlock_my_cap && witness_released())))
 	{
 		sweep_credit = 0;
 		if (sweep_stale_entries() && (ref = free_slot_entry()) >= 0)

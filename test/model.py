@@ -769,6 +769,15 @@ class Harness:
                 ahead.append(p.mode)
         return ("wait", len(queue))
 
+    def in_own_xact(self, s, op, step):
+        """A transaction-scope call outside a block: op in a transaction of its
+        own, so that pg_locks can be read before it ends."""
+        self.op_begin(s, {})
+        try:
+            return op(s, step)
+        finally:
+            self.op_commit(s, {})
+
     def op_lock(self, s, step):
         call = step["call"]
         if call.get("xact") and not s.in_block and call["wait"] is not None and call["wait"] > 5:
@@ -777,12 +786,7 @@ class Harness:
             step = dict(step, call=dict(call, wait=0.03))
             call = step["call"]
         if call.get("xact") and not s.in_block:
-            # its own transaction, so that pg_locks can be read before it ends
-            self.op_begin(s, {})
-            try:
-                return self.op_lock(s, step)
-            finally:
-                self.op_commit(s, {})
+            return self.in_own_xact(s, self.op_lock, step)
         m = self.model
         if call["wait"] is not None and call["wait"] > 5:
             return self.op_lock_pending(s, step)
@@ -1128,11 +1132,7 @@ class Harness:
     def op_many(self, s, step):
         call = step["call"]
         if call.get("xact") and not s.in_block:
-            self.op_begin(s, {})
-            try:
-                return self.op_many(s, step)
-            finally:
-                self.op_commit(s, {})
+            return self.in_own_xact(s, self.op_many, step)
         names = sorted(call["names"], key=lambda n: self.keys[n])
         outs = []
         for n in names:

@@ -10,7 +10,7 @@
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-say() { printf '== %s\n' "$*"; }
+say() { printf '== %s (%s)\n' "$*" "$(date +%T)"; }
 
 # shellcheck source=test/majors.sh
 source "$TOP/test/majors.sh"

@@ -94,6 +94,15 @@ SELECT dlock_try('after-sweep'), dlock_try('after-sweep', lease => '1 hour');
 SELECT name, lease_expires IS NOT NULL AS has_lease FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock_all();
 SELECT held();
+-- one hold of a full slot released behind dlock's back (a raw
+-- pg_advisory_unlock): a later new name gets its entry, and its name in the
+-- view, once the look at one hold in turn reaches it
+SELECT count(*) FILTER (WHERE dlock_try('full-' || i)) FROM generate_series(1, 64) i;
+SELECT pg_advisory_unlock(dlock_key('full-7'));
+SELECT count(*) FILTER (WHERE dlock_try('late-' || i)) FROM generate_series(1, 64) i;
+SELECT count(*) AS named FROM dlock_locks WHERE pid = pg_backend_pid() AND name LIKE 'late-%';
+SELECT dlock_unlock_all();
+SELECT held();
 
 -- one session may hold at most dlock.max_held_locks names (53400, with a
 -- hint); a name it holds already can still be taken again

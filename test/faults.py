@@ -845,6 +845,21 @@ def one_run(point, scenario, proc, action):
         print("ok - %s" % name, flush=True)
 
 
+def share_of_runs():
+    """(K, N): this run makes every Nth of the (point, action) runs, from
+    the Kth (counted from 0).  test/run gives each major it tests a share
+    (DLOCK_FAULTS_SHARE=K/N), so that one test/run makes every run once,
+    spread over the majors; DLOCK_FAULTS_ALL=1 makes every run on every
+    major, as does a run of one major."""
+    spec = os.environ.get("DLOCK_FAULTS_SHARE", "")
+    if os.environ.get("DLOCK_FAULTS_ALL") == "1" or not spec:
+        return 0, 1
+    m = re.fullmatch(r"(\d+)/(\d+)", spec)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        sys.exit("DLOCK_FAULTS_SHARE must be K/N with 0 <= K < N, not %r" % spec)
+    return int(m.group(1)), int(m.group(2))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -871,6 +886,8 @@ def main():
     for p in sorted(set(SCENARIOS) - points):
         VIOLATIONS.append((p, ["a scenario for a point the sources do not have"]))
         print("not ok - %s: not in the sources" % p, flush=True)
+    share, shares = share_of_runs()
+    index = 0
     for point in sorted(points & set(SCENARIOS)):
         if ARGS.only and not re.search(ARGS.only, point):
             continue
@@ -878,8 +895,13 @@ def main():
             for action in actions:
                 if action == "kill" and point not in KILL_POINTS:
                     continue
-                one_run(point, scenario, proc, action)
-    print("%d fault points, %d actions, %d violations" % (len(points), ACTIONS_RUN, len(VIOLATIONS)), flush=True)
+                index += 1
+                if (index - 1) % shares == share:
+                    one_run(point, scenario, proc, action)
+    print("%d fault points, %d actions, %d violations%s"
+          % (len(points), ACTIONS_RUN, len(VIOLATIONS),
+             "" if shares == 1 else " (share %d of %d of the %d runs)" % (share + 1, shares, index)),
+          flush=True)
     print("# all fault tests ran")
     return 0 if not VIOLATIONS else 1
 

@@ -1,7 +1,8 @@
 -- dlock 1.5: named, lease-aware advisory locks (the whole of 1.5 at once)
 \echo Use "CREATE EXTENSION dlock" to load this file. \quit
 
--- CREATE EXTENSION dlock runs this file alone; the chain dlock--1.0.sql,
+-- CREATE EXTENSION dlock VERSION '1.5' runs this file alone (a plain CREATE
+-- EXTENSION dlock runs dlock--1.6.sql); the chain dlock--1.0.sql,
 -- dlock--1.0--1.1.sql, ... dlock--1.4--1.5.sql makes the same objects, and
 -- runs only for CREATE EXTENSION dlock VERSION '1.0' (or another old one)
 -- and for ALTER EXTENSION dlock UPDATE.  sql/dlock_upgrade.sql checks that

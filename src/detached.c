@@ -40,6 +40,9 @@ PG_FUNCTION_INFO_V1(dlock_release);
 /* the 1.5 SQL's symbols (its _ms arguments); the 1.4 names serve the 1.4 SQL */
 PG_FUNCTION_INFO_V1(dlock_acquire_1_5);
 PG_FUNCTION_INFO_V1(dlock_extend_1_5);
+/* the positional forms for clients (1.6): every argument, durations in ms */
+PG_FUNCTION_INFO_V1(dlock_acquire_ms);
+PG_FUNCTION_INFO_V1(dlock_extend_ms);
 /* several names at once (1.5) */
 PG_FUNCTION_INFO_V1(dlock_acquire_many);
 
@@ -127,10 +130,17 @@ typedef struct DetachedArgs
 	int			permits;		/* a semaphore's (> 1); 0: a lock */
 } DetachedArgs;
 
+/*
+ * The arguments of dlock_acquire(name(s), lease, timeout, shared, lease_ms,
+ * timeout_ms, info, min_hold, min_hold_ms, permits), or with ms those of
+ * dlock_acquire_ms(name, lease_ms, timeout_ms, shared, info, min_hold_ms,
+ * permits), where a NULL is what leaving the argument out of the full form
+ * does (timeout_ms NULL: do not wait).
+ */
 static void
-detached_args(FunctionCallInfo fcinfo, const DlockName *name, DetachedArgs *a)
+detached_args(FunctionCallInfo fcinfo, const DlockName *name, bool ms, DetachedArgs *a)
 {
-	a->lease_us = dlock_lease_arg(fcinfo, 1, 4);
+	a->lease_us = ms ? dlock_lease_arg(fcinfo, DLOCK_NO_ARG, 1) : dlock_lease_arg(fcinfo, 1, 4);
 	if (a->lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -142,16 +152,26 @@ detached_args(FunctionCallInfo fcinfo, const DlockName *name, DetachedArgs *a)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease of a detached lock must be at most 1 day"),
 				 errhint("Take a shorter lease and extend it with dlock_extend while the work goes on.")));
-	/* the full form's timeout DEFAULT '0' yields to a timeout_ms */
-	a->timeout_us = PG_NARGS() > 2 ? dlock_timeout_arg(fcinfo, 2, 5, 0) : 0;
-	a->shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
-	dlock_info_arg(fcinfo, 6, &a->info);
-	a->min_hold_us = dlock_duration_arg(fcinfo, 7, 8, "min_hold", -1);
+	if (ms)
+	{
+		a->timeout_us = PG_ARGISNULL(2) ? 0 : dlock_timeout_arg(fcinfo, DLOCK_NO_ARG, 2, 0);
+		a->shared = dlock_bool_arg(fcinfo, 3, "shared");
+		dlock_info_arg(fcinfo, 4, &a->info);
+		a->min_hold_us = dlock_duration_arg(fcinfo, DLOCK_NO_ARG, 5, "min_hold", -1);
+	}
+	else
+	{
+		/* the full form's timeout DEFAULT '0' yields to a timeout_ms */
+		a->timeout_us = PG_NARGS() > 2 ? dlock_timeout_arg(fcinfo, 2, 5, 0) : 0;
+		a->shared = PG_NARGS() > 3 ? dlock_bool_arg(fcinfo, 3, "shared") : false;
+		dlock_info_arg(fcinfo, 6, &a->info);
+		a->min_hold_us = dlock_duration_arg(fcinfo, 7, 8, "min_hold", -1);
+	}
 	if (a->min_hold_us > DLOCK_DETACHED_MAX_LEASE_US)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("min_hold of a detached lock must be at most 1 day")));
-	a->permits = dlock_permits_arg(fcinfo, 9, a->shared);
+	a->permits = dlock_permits_arg(fcinfo, ms ? 6 : 9, a->shared);
 }
 
 /*
@@ -261,12 +281,9 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	return 0;					/* not reached */
 }
 
-/*
- * dlock_acquire(name, lease, timeout, shared, lease_ms, timeout_ms, info,
- * min_hold, min_hold_ms, permits) -> token, or NULL
- */
-Datum
-dlock_acquire(PG_FUNCTION_ARGS)
+/* dlock_acquire and dlock_acquire_ms (detached_args) -> token, or NULL */
+static Datum
+acquire_detached(FunctionCallInfo fcinfo, bool ms)
 {
 	DlockName	name;
 	DetachedArgs a;
@@ -274,11 +291,23 @@ dlock_acquire(PG_FUNCTION_ARGS)
 	int64		token;
 
 	dlock_name_arg(fcinfo, 0, &name);
-	detached_args(fcinfo, &name, &a);
+	detached_args(fcinfo, &name, ms, &a);
 	token = acquire_one(&name, &a, start);
 	if (token == 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
+}
+
+Datum
+dlock_acquire(PG_FUNCTION_ARGS)
+{
+	return acquire_detached(fcinfo, false);
+}
+
+Datum
+dlock_acquire_ms(PG_FUNCTION_ARGS)
+{
+	return acquire_detached(fcinfo, true);
 }
 
 /*
@@ -361,9 +390,12 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
 				 errhint("Pass the token dlock_acquire returned.")));
 }
 
-/* dlock_extend(name, token, lease, lease_ms, info) -> the new expiry */
-Datum
-dlock_extend(PG_FUNCTION_ARGS)
+/*
+ * dlock_extend(name, token, lease, lease_ms, info), and with ms
+ * dlock_extend_ms(name, token, lease_ms, info) -> the new expiry
+ */
+static Datum
+extend(FunctionCallInfo fcinfo, bool ms)
 {
 	DlockName	name;
 	int64		token;
@@ -375,8 +407,8 @@ dlock_extend(PG_FUNCTION_ARGS)
 	dlock_name_arg(fcinfo, 0, &name);
 	check_token_arg(fcinfo, 1);
 	token = PG_GETARG_INT64(1);
-	lease_us = dlock_lease_arg(fcinfo, 2, 3);
-	dlock_info_arg(fcinfo, 4, &info);
+	lease_us = ms ? dlock_lease_arg(fcinfo, DLOCK_NO_ARG, 2) : dlock_lease_arg(fcinfo, 2, 3);
+	dlock_info_arg(fcinfo, ms ? 3 : 4, &info);
 	if (lease_us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -425,6 +457,18 @@ dlock_extend(PG_FUNCTION_ARGS)
 			 errhint("Acquire it again; work done under token " INT64_FORMAT " may have to be checked.",
 					 token)));
 	PG_RETURN_NULL();			/* not reached */
+}
+
+Datum
+dlock_extend(PG_FUNCTION_ARGS)
+{
+	return extend(fcinfo, false);
+}
+
+Datum
+dlock_extend_ms(PG_FUNCTION_ARGS)
+{
+	return extend(fcinfo, true);
 }
 
 /* Release (name, token): true, or false with a WARNING that says why not. */
@@ -585,7 +629,7 @@ dlock_acquire_many(PG_FUNCTION_ARGS)
 	Datum	   *out;
 
 	n = dlock_names_arg(fcinfo, 0, &names);
-	detached_args(fcinfo, &names[0], &a);
+	detached_args(fcinfo, &names[0], false, &a);
 	all.names = names;
 	all.n = n;
 	all.a = &a;

@@ -82,7 +82,7 @@
 #include "fault.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
-#define DLOCK_VERSION "1.5"
+#define DLOCK_VERSION "1.6"
 
 /* Longest name, in bytes of its UTF-8 form (documented in README.md). */
 #define DLOCK_NAME_MAX 255

@@ -33,6 +33,7 @@
 PG_FUNCTION_INFO_V1(dlock_renew);
 /* the 1.5 SQL's symbol (its lease_ms); the 1.4 name serves the 1.4 SQL */
 PG_FUNCTION_INFO_V1(dlock_renew_1_5);
+PG_FUNCTION_INFO_V1(dlock_renew_ms);
 
 DlockReaperWake *dlock_reaper_wake = NULL;
 
@@ -333,10 +334,11 @@ take_markers(const DlockName *name, const int *refs, int n, bool *took)
  * dlock_renew(name, lease, lease_ms, info): push the lease of this session's
  * hold out (NULL: by the length it had), and set its info if given.  A hold
  * without a lease and no lease given: only the info, if given (the result
- * is then NULL), else an error.
+ * is then NULL), else an error.  With ms: dlock_renew_ms(name, lease_ms,
+ * info), the positional form for clients (1.6).
  */
-Datum
-dlock_renew(PG_FUNCTION_ARGS)
+static Datum
+renew(FunctionCallInfo fcinfo, bool ms)
 {
 	DlockName	name;
 	int64		lease_us;
@@ -353,8 +355,8 @@ dlock_renew(PG_FUNCTION_ARGS)
 	bool		took[2] = {false, false};
 
 	dlock_name_arg(fcinfo, 0, &name);
-	lease_us = dlock_lease_arg(fcinfo, 1, 2);
-	dlock_entry_info_arg(fcinfo, 3, &info);
+	lease_us = ms ? dlock_lease_arg(fcinfo, DLOCK_NO_ARG, 1) : dlock_lease_arg(fcinfo, 1, 2);
+	dlock_entry_info_arg(fcinfo, ms ? 2 : 3, &info);
 	dlock_require_preload("Leases are kept in shared memory and enforced by a background worker.");
 	/* a renewal sets a lease, or info: only from the session's own code */
 	dlock_check_own_session(lease_us >= 0 || !info.given);
@@ -444,7 +446,19 @@ dlock_renew(PG_FUNCTION_ARGS)
 }
 
 Datum
+dlock_renew(PG_FUNCTION_ARGS)
+{
+	return renew(fcinfo, false);
+}
+
+Datum
 dlock_renew_1_5(PG_FUNCTION_ARGS)
 {
-	return dlock_renew(fcinfo);
+	return renew(fcinfo, false);
+}
+
+Datum
+dlock_renew_ms(PG_FUNCTION_ARGS)
+{
+	return renew(fcinfo, true);
 }

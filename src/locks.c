@@ -48,6 +48,11 @@ PG_FUNCTION_INFO_V1(dlock_try_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_1_5);
 PG_FUNCTION_INFO_V1(dlock_try_xact_1_5);
 PG_FUNCTION_INFO_V1(dlock_lock_xact_1_5);
+/* the positional forms for clients (1.6): every argument, durations in ms */
+PG_FUNCTION_INFO_V1(dlock_try_ms);
+PG_FUNCTION_INFO_V1(dlock_lock_ms);
+PG_FUNCTION_INFO_V1(dlock_try_xact_ms);
+PG_FUNCTION_INFO_V1(dlock_lock_xact_ms);
 PG_FUNCTION_INFO_V1(dlock_unlock);
 PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
@@ -247,14 +252,14 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 static const DlockInfo no_info = {false, NULL, 0};
 
 static pg_attribute_always_inline void
-acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
+acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 {
 	int			arg = 1;
 
 	a->timeout_us = 0;
 	a->defer = false;
 	/* the one-argument forms: a lock, exclusive, no lease, no info */
-	if (likely(PG_NARGS() == 1))
+	if (likely(!ms && PG_NARGS() == 1))
 	{
 		if (can_wait)
 			a->timeout_us = -1;
@@ -264,12 +269,25 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 		a->permits = 0;
 		return;
 	}
-	if (can_wait)
-		a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
-	a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
-	a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
-	dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
-	a->permits = dlock_permits_arg(fcinfo, can_wait ? 7 : 5, a->mode == DLOCK_SHARED);
+	if (ms)
+	{
+		/* (name, [timeout_ms,] shared, lease_ms, info, permits); NULL: not given */
+		if (can_wait)
+			a->timeout_us = dlock_timeout_arg(fcinfo, DLOCK_NO_ARG, arg++, -1);
+		a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+		a->lease_us = dlock_lease_arg(fcinfo, DLOCK_NO_ARG, arg++);
+		dlock_entry_info_arg(fcinfo, arg++, &a->info);
+		a->permits = dlock_permits_arg(fcinfo, arg, a->mode == DLOCK_SHARED);
+	}
+	else
+	{
+		if (can_wait)
+			a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
+		a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+		a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
+		dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
+		a->permits = dlock_permits_arg(fcinfo, can_wait ? 7 : 5, a->mode == DLOCK_SHARED);
+	}
 	/* what can end this session, or speak for it: only from its own code */
 	if (unlikely(a->lease_us >= 0 || a->info.given))
 		dlock_check_own_session(a->lease_us >= 0);
@@ -279,7 +297,7 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 void
 dlock_acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireArgs *a)
 {
-	acquire_args(fcinfo, can_wait, a);
+	acquire_args(fcinfo, can_wait, false, a);
 }
 /* Take one name as a asks (a->timeout_us: this name's); false if not granted. */
 static pg_attribute_always_inline bool
@@ -417,64 +435,91 @@ dlock_acquire_one(const DlockName *name, bool xact, bool can_wait, const Acquire
 	return acquire_name(name, xact, can_wait, a);
 }
 
-/* One name (the hot path: no allocation, one call into the lock manager). */
-static bool
-acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait)
+/*
+ * One name (the hot path: no allocation, one call into the lock manager);
+ * ms: the arguments of the positional forms for clients (dlock_try_ms, ...).
+ */
+static pg_attribute_always_inline bool
+acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait, bool ms)
 {
 	DlockName	name;
 	AcquireArgs a;
 
 	dlock_name_arg(fcinfo, 0, &name);
-	acquire_args(fcinfo, can_wait, &a);
+	acquire_args(fcinfo, can_wait, ms, &a);
 	return acquire_name(&name, xact, can_wait, &a);
 }
 
 Datum
 dlock_try(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, false, false));
+	PG_RETURN_BOOL(acquire(fcinfo, false, false, false));
 }
 
 Datum
 dlock_lock(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, false, true));
+	PG_RETURN_BOOL(acquire(fcinfo, false, true, false));
 }
 
 Datum
 dlock_try_xact(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, true, false));
+	PG_RETURN_BOOL(acquire(fcinfo, true, false, false));
 }
 
 Datum
 dlock_lock_xact(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, true, true));
+	PG_RETURN_BOOL(acquire(fcinfo, true, true, false));
 }
 
 Datum
 dlock_try_1_5(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, false, false));
+	PG_RETURN_BOOL(acquire(fcinfo, false, false, false));
 }
 
 Datum
 dlock_lock_1_5(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, false, true));
+	PG_RETURN_BOOL(acquire(fcinfo, false, true, false));
 }
 
 Datum
 dlock_try_xact_1_5(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, true, false));
+	PG_RETURN_BOOL(acquire(fcinfo, true, false, false));
 }
 
 Datum
 dlock_lock_xact_1_5(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_BOOL(acquire(fcinfo, true, true));
+	PG_RETURN_BOOL(acquire(fcinfo, true, true, false));
+}
+
+Datum
+dlock_try_ms(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, false, false, true));
+}
+
+Datum
+dlock_lock_ms(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, false, true, true));
+}
+
+Datum
+dlock_try_xact_ms(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, true, false, true));
+}
+
+Datum
+dlock_lock_xact_ms(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(acquire(fcinfo, true, true, true));
 }
 
 /*

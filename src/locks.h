@@ -22,7 +22,9 @@ extern bool dlock_allow_standby_locks;
  * name or several:
  *   dlock_try[_xact](name(s), shared, lease, lease_ms, info, permits)
  *   dlock_lock[_xact](name(s), timeout, shared, lease, timeout_ms, lease_ms, info, permits)
- * (permits: one name only).
+ * (permits: one name only); and the positional forms for clients (1.6):
+ *   dlock_try[_xact]_ms(name, shared, lease_ms, info, permits)
+ *   dlock_lock[_xact]_ms(name, timeout_ms, shared, lease_ms, info, permits)
  */
 typedef struct AcquireArgs
 {

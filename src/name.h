@@ -92,6 +92,9 @@ extern void dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
 
 /* arguments */
+/* an argno that no function has: that argument is never given */
+#define DLOCK_NO_ARG 100
+
 extern int64 dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
 								const char *what, int64 zero_default_us);
 extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,

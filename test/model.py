@@ -83,6 +83,11 @@ def dlock_key(name):
     return struct.unpack("<q", hashlib.sha256(name.encode()).digest()[:8])[0]
 
 
+def ms(seconds):
+    """A duration in whole milliseconds for the _ms forms (None: not given)."""
+    return None if seconds is None else int(round(seconds * 1000))
+
+
 def subid(permit):
     return SUBID_KEY if permit <= 1 else SUBID_TURNSTILE + permit
 
@@ -689,6 +694,13 @@ class Harness:
 
     def lock_sql(self, call):
         fn = ("dlock_lock" if call["wait"] is not None else "dlock_try") + ("_xact" if call.get("xact") else "")
+        if call.get("ms") and "names" not in call:
+            # the positional form for clients: every argument, durations in ms
+            params = [call["name"]]
+            if call["wait"] is not None:
+                params.append(ms(call["wait"]))
+            params += [call["mode"] == "s", ms(call.get("lease")), call.get("info"), call.get("permits")]
+            return "SELECT %s_ms(%s)" % (fn, ", ".join(["%s"] * len(params))), params
         args, params = ["%s"], [call["name"] if "names" not in call else call["names"]]
         if "names" in call:
             args[0] = "%s::text[]"
@@ -1096,7 +1108,10 @@ class Harness:
             self.touch_ghost(s, (name, md))
         live = [(hk, h) for hk, h in s.holds.items() if hk[0] == name and h.total() > 0]
         lease = step["lease"]
-        res, err = self.call(s, "SELECT dlock_renew(%s, %s::interval) IS NOT NULL", (name, "%f s" % lease))
+        if step.get("ms"):
+            res, err = self.call(s, "SELECT dlock_renew_ms(%s, %s, %s) IS NOT NULL", (name, ms(lease), None))
+        else:
+            res, err = self.call(s, "SELECT dlock_renew(%s, %s::interval) IS NOT NULL", (name, "%f s" % lease))
         if not live:
             if err is None or err.pgcode != "55000":
                 raise Violation("session %d: dlock_renew(%s) of what is not held: %r %s"
@@ -1221,6 +1236,11 @@ class Harness:
             args.append("min_hold => %s::interval")
             params.append("%f s" % call["min_hold"])
         sql = "SELECT dlock_acquire(%s)" % ", ".join(args)
+        if call.get("ms"):
+            # the positional form for clients: every argument, durations in ms
+            sql = "SELECT dlock_acquire_ms(%s, %s, %s, %s, %s, %s, %s)"
+            params = [name, ms(call["lease"]), None, mode == "s", None, ms(call.get("min_hold")),
+                      permits or None]
         res, err = self.call(s, sql, params)
         if err is not None:
             raise Violation("session %d: %s %r failed: %s" % (s.idx, sql, params, err))
@@ -1271,8 +1291,12 @@ class Harness:
         d = self.rng.choice(ds) if ds else None
         right = step.get("right", True) and d is not None
         tok = d.token if right else (max(self.tokens_seen) + 7 if self.tokens_seen else 12345)
-        res, err = self.call(s, "SELECT dlock_extend(%s, %s, %s::interval) IS NOT NULL",
-                             (step["name"], tok, "%d s" % LONG_LEASE))
+        if step.get("ms"):
+            res, err = self.call(s, "SELECT dlock_extend_ms(%s, %s, %s, %s) IS NOT NULL",
+                                 (step["name"], tok, ms(LONG_LEASE), None))
+        else:
+            res, err = self.call(s, "SELECT dlock_extend(%s, %s, %s::interval) IS NOT NULL",
+                                 (step["name"], tok, "%d s" % LONG_LEASE))
         if right:
             if err is not None:
                 raise Violation("dlock_extend with the right token failed: %s" % err)
@@ -1440,7 +1464,8 @@ def any_step(rng, h):
             # a wait left in the queue ends, are not in the model
             lease = LONG_LEASE
         return {"name": name, "mode": mode, "wait": wait, "permits": permits, "lease": lease,
-                "xact": xact, "info": "i%d" % rng.randrange(9) if rng.random() < 0.1 else None}
+                "xact": xact, "info": "i%d" % rng.randrange(9) if rng.random() < 0.1 else None,
+                "ms": rng.random() < 0.3}
 
     if r < 0.30:
         return {"op": "lock", "s": s.idx, "call": lock_call(None)}
@@ -1477,7 +1502,7 @@ def any_step(rng, h):
         lease = rng.choice([LONG_LEASE, SHORT_LEASE])
         if any(hk[0] == name and h.xact for hk, h in s.holds.items()):
             lease = LONG_LEASE
-        return {"op": "renew", "s": s.idx, "name": name, "lease": lease}
+        return {"op": "renew", "s": s.idx, "name": name, "lease": lease, "ms": rng.random() < 0.3}
     if r < 0.77:
         return {"op": "token", "s": s.idx, "name": name}
     if r < 0.81:
@@ -1505,11 +1530,13 @@ def any_step(rng, h):
                 "call": {"name": name, "mode": mode,
                          "permits": rng.choice([None, None, 2, 3]) if mode == "x" else None,
                          "lease": lease,
-                         "min_hold": rng.choice([None, None, None, 0.3])}}
+                         "min_hold": rng.choice([None, None, None, 0.3]),
+                         "ms": rng.random() < 0.3}}
     if r < 0.93:
         return {"op": "release", "s": s.idx, "name": name, "right": rng.random() < 0.8}
     if r < 0.95:
-        return {"op": "extend", "s": s.idx, "name": name, "right": rng.random() < 0.8}
+        return {"op": "extend", "s": s.idx, "name": name, "right": rng.random() < 0.8,
+                "ms": rng.random() < 0.3}
     if r < 0.97:
         # next to a name whose semaphore has someone in line, when there is one
         lined = [n for n in h.names if m.line.get(h.keys[n])]

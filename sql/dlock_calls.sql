@@ -18,7 +18,9 @@ EXPLAIN (VERBOSE, COSTS OFF) EXECUTE p_unknown('a');
 PREPARE p_varchar(varchar) AS SELECT dlock_try($1);
 EXPLAIN (VERBOSE, COSTS OFF) EXECUTE p_varchar('a');
 
--- more than a name: the full form, defaults filled in
+-- more than a name: the full form, defaults filled in (but dlock_unlock
+-- with a name and shared: its positional form, dlock_unlock(text, boolean),
+-- since 1.6)
 EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_try('a', true), dlock_try('a', lease => '1 min');
 EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_try_xact('a', shared => true), dlock_unlock('a', true);
 EXPLAIN (VERBOSE, COSTS OFF) SELECT dlock_lock('a', '1s');

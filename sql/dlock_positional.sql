@@ -26,14 +26,33 @@ SELECT p.oid::regprocedure AS function, p.pronargdefaults AS defaults, p.prorett
  WHERE p.proname LIKE 'dlock\_%\_ms' ORDER BY 1::text;
 
 -- README.md "The positional forms for clients", as it is there
-SELECT dlock_try_ms('job', false, 60000, NULL, NULL);         -- name, shared, lease_ms, info, permits
+SELECT dlock_try_ms('job', false, 60000);                     -- name, shared, lease_ms
+SELECT dlock_unlock('job', false);                            -- name, shared
+SELECT dlock_lock_ms('job', 5000, false, NULL);               -- name, timeout_ms, shared, lease_ms
 SELECT dlock_unlock('job', false);
-SELECT dlock_lock_ms('job', 5000, false, NULL, 'worker 7', NULL);  -- name, timeout_ms, shared, lease_ms, info, permits
+SELECT dlock_lock_ms('job', 5000, false, NULL, 'worker 7', NULL);  -- ..., info, permits
 SELECT dlock_unlock('job', false);
-SELECT dlock_acquire_ms('import', 30000, 0, false, NULL, NULL, NULL) AS token \gset
-                                                              -- name, lease_ms, timeout_ms, shared, info, min_hold_ms, permits
-SELECT dlock_extend_ms('import', :token, 60000, NULL) > now();  -- name, token, lease_ms, info
+-- name, lease_ms, timeout_ms, shared:
+SELECT dlock_acquire_ms('import', 30000, 0, false) AS token \gset
+SELECT dlock_extend_ms('import', :token, 60000) > now();      -- name, token, lease_ms
 SELECT dlock_release('import', :token);
+-- ..., info, min_hold_ms, permits:
+SELECT dlock_acquire_ms('import', 30000, 0, false, 'host-7', NULL, NULL) AS token \gset
+SELECT dlock_extend_ms('import', :token, 60000, 'host-7, step 2') > now();  -- ..., info
+SELECT dlock_release('import', :token);
+
+-- the short shapes
+SELECT dlock_try_ms('pos-h', true, 60000), dlock_lock_ms('pos-h', 0, true, NULL);
+SELECT * FROM held('pos-h');
+SELECT dlock_renew_ms('pos-h', 90000) > now() + interval '80 s' AS renewed;
+SELECT dlock_unlock('pos-h', true), dlock_unlock('pos-h', true);
+BEGIN;
+SELECT dlock_try_xact_ms('pos-i', false, NULL), dlock_lock_xact_ms('pos-j', NULL, false, 45000);
+SELECT * FROM held('pos-j');
+COMMIT;
+SELECT dlock_acquire_ms('pos-k', 1000, NULL, true) AS k \gset
+SELECT dlock_extend_ms('pos-k', :k, 2000) > now() AS extended;
+SELECT dlock_release('pos-k', :k);
 
 -- session locks
 SELECT dlock_try_ms('pos-a', false, 60000, 'worker 1', NULL);
@@ -106,6 +125,10 @@ PREPARE u_acquire AS SELECT dlock_acquire_ms($1, $2, $3, $4, $5, $6, $7);
 PREPARE u_extend AS SELECT dlock_extend_ms($1, $2, $3, $4);
 PREPARE u_renew AS SELECT dlock_renew_ms($1, $2, $3);
 PREPARE u_unlock AS SELECT dlock_unlock($1, $2);
+PREPARE u_try3 AS SELECT dlock_try_ms($1, $2, $3);
+PREPARE u_lock4 AS SELECT dlock_lock_ms($1, $2, $3, $4);
+PREPARE u_unlock_named AS SELECT dlock_unlock($1, shared => $2);
+PREPARE u_unlock_one AS SELECT dlock_unlock($1);
 PREPARE j_try(varchar, boolean, bigint, varchar, integer) AS SELECT dlock_try_ms($1, $2, $3, $4, $5);
 PREPARE j_lock(varchar, integer, boolean, bigint, varchar, bigint) AS SELECT dlock_lock_ms($1, $2, $3, $4, $5, $6);
 SELECT name, parameter_types FROM pg_prepared_statements ORDER BY name;

@@ -699,7 +699,9 @@ class Harness:
             params = [call["name"]]
             if call["wait"] is not None:
                 params.append(ms(call["wait"]))
-            params += [call["mode"] == "s", ms(call.get("lease")), call.get("info"), call.get("permits")]
+            params += [call["mode"] == "s", ms(call.get("lease"))]
+            if call.get("info") is not None or call.get("permits"):
+                params += [call.get("info"), call.get("permits")]    # the long shape
             return "SELECT %s_ms(%s)" % (fn, ", ".join(["%s"] * len(params))), params
         args, params = ["%s"], [call["name"] if "names" not in call else call["names"]]
         if "names" in call:
@@ -985,7 +987,9 @@ class Harness:
         self.touch_ghost(s, hk)
         h = s.holds.get(hk)
         sub = subid(h.permit) if h is not None else SUBID_KEY
-        res, err = self.call(s, "SELECT dlock_unlock(%s, shared => %s)", (name, mode == "s"))
+        # (the name as dlock_name reaches the full form; as text, the positional one of 1.6)
+        res, err = self.call(s, "SELECT dlock_unlock(%s%s, shared => %s)" % (
+            "%s", "::dlock_name" if step.get("full") else "", "%s"), (name, mode == "s"))
         if err is not None:
             raise Violation("dlock_unlock failed: %s" % err)
         exp = s.lm.get((key, sub, mode), [0])[0] > 0
@@ -1109,7 +1113,7 @@ class Harness:
         live = [(hk, h) for hk, h in s.holds.items() if hk[0] == name and h.total() > 0]
         lease = step["lease"]
         if step.get("ms"):
-            res, err = self.call(s, "SELECT dlock_renew_ms(%s, %s, %s) IS NOT NULL", (name, ms(lease), None))
+            res, err = self.call(s, "SELECT dlock_renew_ms(%s, %s) IS NOT NULL", (name, ms(lease)))
         else:
             res, err = self.call(s, "SELECT dlock_renew(%s, %s::interval) IS NOT NULL", (name, "%f s" % lease))
         if not live:
@@ -1238,9 +1242,11 @@ class Harness:
         sql = "SELECT dlock_acquire(%s)" % ", ".join(args)
         if call.get("ms"):
             # the positional form for clients: every argument, durations in ms
-            sql = "SELECT dlock_acquire_ms(%s, %s, %s, %s, %s, %s, %s)"
-            params = [name, ms(call["lease"]), None, mode == "s", None, ms(call.get("min_hold")),
-                      permits or None]
+            sql = "SELECT dlock_acquire_ms(%s, %s, %s, %s)"
+            params = [name, ms(call["lease"]), None, mode == "s"]
+            if call.get("min_hold") or permits:
+                sql = "SELECT dlock_acquire_ms(%s, %s, %s, %s, %s, %s, %s)"   # the long shape
+                params += [None, ms(call.get("min_hold")), permits or None]
         res, err = self.call(s, sql, params)
         if err is not None:
             raise Violation("session %d: %s %r failed: %s" % (s.idx, sql, params, err))
@@ -1292,8 +1298,8 @@ class Harness:
         right = step.get("right", True) and d is not None
         tok = d.token if right else (max(self.tokens_seen) + 7 if self.tokens_seen else 12345)
         if step.get("ms"):
-            res, err = self.call(s, "SELECT dlock_extend_ms(%s, %s, %s, %s) IS NOT NULL",
-                                 (step["name"], tok, ms(LONG_LEASE), None))
+            res, err = self.call(s, "SELECT dlock_extend_ms(%s, %s, %s) IS NOT NULL",
+                                 (step["name"], tok, ms(LONG_LEASE)))
         else:
             res, err = self.call(s, "SELECT dlock_extend(%s, %s, %s::interval) IS NOT NULL",
                                  (step["name"], tok, "%d s" % LONG_LEASE))
@@ -1477,7 +1483,7 @@ def any_step(rng, h):
             call["wait"] = None
         return {"op": "lock", "s": s.idx, "call": call}
     if r < 0.54:
-        return {"op": "unlock", "s": s.idx, "name": name, "mode": mode}
+        return {"op": "unlock", "s": s.idx, "name": name, "mode": mode, "full": rng.random() < 0.3}
     if r < 0.56:
         return {"op": "unlock_all", "s": s.idx}
     if r < 0.60:

@@ -89,6 +89,17 @@ def t_definer_lease():
              "LANGUAGE sql AS $$ SELECT dlock_try('definer-plain') $$")
     q(alice, "CREATE FUNCTION alice.renew() RETURNS timestamptz SECURITY DEFINER "
              "LANGUAGE sql AS $$ SELECT dlock_renew('bobs', '100ms') $$")
+    # the positional forms for clients (1.6), each way they give a lease or info
+    ms_forms = {
+        "try_ms": "dlock_try_ms('definer-ms', false, 1000, NULL, NULL)",
+        "lock_ms": "dlock_lock_ms('definer-ms', 0, false, NULL, 'alice', NULL)",
+        "try_xact_ms": "dlock_try_xact_ms('definer-ms', false, 1000, NULL, NULL)",
+        "lock_xact_ms": "dlock_lock_xact_ms('definer-ms', 0, true, 1000, NULL, NULL)",
+        "renew_ms": "dlock_renew_ms('bobs', 100, NULL)",
+    }
+    for fn, call in ms_forms.items():
+        q(alice, "CREATE FUNCTION alice.%s() RETURNS text SECURITY DEFINER "
+                 "LANGUAGE sql AS $$ SELECT %s::text $$" % (fn, call))
     bob = as_role("dlock_bob")
     e = expect_error(psycopg2.errors.InsufficientPrivilege, "lease from alice's definer",
                      bob, "SELECT alice.grab('1s')")
@@ -101,6 +112,9 @@ def t_definer_lease():
     # renewing bob's own lease to 100 ms from alice's code: refused too
     expect(q(bob, "SELECT dlock_try('bobs', lease => '1 hour')") is True, "bob's lease")
     expect_error(psycopg2.errors.InsufficientPrivilege, "renew from alice's definer", bob, "SELECT alice.renew()")
+    for fn in ms_forms:
+        expect_error(psycopg2.errors.InsufficientPrivilege, "%s from alice's definer" % fn,
+                     bob, "SELECT alice.%s()" % fn)
     time.sleep(1.0)
     expect(alive(bob), "bob's session was ended")
     expect(q(bob, "SELECT dlock_unlock_all()") == 2, "bob's holds")

@@ -59,7 +59,7 @@ func msOrNull(d time.Duration, null bool) *int64 {
 // tryLock takes a session lock if it is free, without waiting; lease <= 0 means no lease.
 func tryLock(ctx context.Context, q Querier, name string, shared bool, lease time.Duration) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, "SELECT dlock_try_ms($1, $2, $3, NULL, NULL)",
+	err := q.QueryRow(ctx, "SELECT dlock_try_ms($1, $2, $3)",
 		name, shared, msOrNull(lease, lease <= 0)).Scan(&ok)
 	return ok, err
 }
@@ -68,7 +68,7 @@ func tryLock(ctx context.Context, q Querier, name string, shared bool, lease tim
 // timeout 0 tries once; a negative timeout waits without limit (timeout_ms NULL).
 func lock(ctx context.Context, q Querier, name string, timeout time.Duration) (bool, error) {
 	var ok bool
-	err := q.QueryRow(ctx, "SELECT dlock_lock_ms($1, $2, false, NULL, NULL, NULL)",
+	err := q.QueryRow(ctx, "SELECT dlock_lock_ms($1, $2, false, NULL)",
 		name, msOrNull(timeout, timeout < 0)).Scan(&ok)
 	return ok, err
 }
@@ -86,7 +86,7 @@ func unlock(ctx context.Context, q Querier, name string, shared bool) (bool, err
 // and does not wait (unlike lock, there is no "without limit" here).
 func acquire(ctx context.Context, q Querier, name string, lease, timeout time.Duration) (*int64, error) {
 	var token *int64
-	err := q.QueryRow(ctx, "SELECT dlock_acquire_ms($1, $2, $3, false, NULL, NULL, NULL)",
+	err := q.QueryRow(ctx, "SELECT dlock_acquire_ms($1, $2, $3, false)",
 		name, ms(lease), ms(timeout)).Scan(&token)
 	return token, err
 }
@@ -94,7 +94,7 @@ func acquire(ctx context.Context, q Querier, name string, lease, timeout time.Du
 // extend sets the detached lock's lease to now + lease and returns the new expiry.
 func extend(ctx context.Context, q Querier, name string, token int64, lease time.Duration) (time.Time, error) {
 	var expires time.Time
-	err := q.QueryRow(ctx, "SELECT dlock_extend_ms($1, $2, $3, NULL)", name, token, ms(lease)).Scan(&expires)
+	err := q.QueryRow(ctx, "SELECT dlock_extend_ms($1, $2, $3)", name, token, ms(lease)).Scan(&expires)
 	return expires, err
 }
 
@@ -123,7 +123,7 @@ func inTransactionLock(ctx context.Context, db TxBeginner, name string, timeout 
 	}
 	defer tx.Rollback(ctx) // does nothing after a successful Commit
 	var ok bool
-	err = tx.QueryRow(ctx, "SELECT dlock_lock_xact_ms($1, $2, false, NULL, NULL, NULL)",
+	err = tx.QueryRow(ctx, "SELECT dlock_lock_xact_ms($1, $2, false, NULL)",
 		name, msOrNull(timeout, timeout < 0)).Scan(&ok)
 	if err != nil || !ok {
 		return false, err // the deferred Rollback ends the transaction

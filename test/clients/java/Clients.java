@@ -581,7 +581,7 @@ final class DLock {
 
     /** Takes a session lock if it is free now; lease null: no lease. */
     static boolean tryLock(Connection conn, String name, boolean shared, Duration lease) throws SQLException {
-        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_try_ms(?, ?, ?, NULL, NULL)")) {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_try_ms(?, ?, ?)")) {
             st.setString(1, name);
             st.setBoolean(2, shared);
             setMillis(st, 3, lease);
@@ -591,7 +591,7 @@ final class DLock {
 
     /** Waits up to timeout for a session lock, null: without limit; false at the deadline. */
     static boolean lock(Connection conn, String name, Duration timeout) throws SQLException {
-        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_ms(?, ?, false, NULL, NULL, NULL)")) {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_ms(?, ?, false, NULL)")) {
             st.setString(1, name);
             setMillis(st, 2, timeout);
             return queryBoolean(st);
@@ -613,7 +613,7 @@ final class DLock {
      */
     static Long acquire(Connection conn, String name, Duration lease, Duration timeout) throws SQLException {
         try (PreparedStatement st = conn.prepareStatement(
-                "SELECT dlock_acquire_ms(?, ?, ?, false, NULL, NULL, NULL)")) {
+                "SELECT dlock_acquire_ms(?, ?, ?, false)")) {
             st.setString(1, name);
             setMillis(st, 2, lease);
             setMillis(st, 3, timeout);
@@ -626,7 +626,7 @@ final class DLock {
 
     /** Extends a detached lock to now + lease, from any connection; returns the new expiry. */
     static OffsetDateTime extend(Connection conn, String name, long token, Duration lease) throws SQLException {
-        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_extend_ms(?, ?, ?, NULL)")) {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_extend_ms(?, ?, ?)")) {
             st.setString(1, name);
             st.setLong(2, token);
             setMillis(st, 3, lease);
@@ -657,7 +657,7 @@ final class DLock {
                     + " a transaction of its own, which this would commit or roll back");
         }
         conn.setAutoCommit(false);
-        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_xact_ms(?, ?, false, NULL, NULL, NULL)")) {
+        try (PreparedStatement st = conn.prepareStatement("SELECT dlock_lock_xact_ms(?, ?, false, NULL)")) {
             st.setString(1, name);
             setMillis(st, 2, timeout);
             if (!queryBoolean(st)) {

@@ -23,7 +23,7 @@ const ms = (d) => (d == null ? null : Math.ceil(Number(d)));
 // whatever its transactions do. `shared` must not be null (22004).
 async function tryLock(conn, name, shared = false, leaseMs = null) {
   const { rows } = await conn.query(
-    'SELECT dlock_try_ms($1, $2, $3, NULL, NULL) AS ok', [name, !!shared, ms(leaseMs)]);
+    'SELECT dlock_try_ms($1, $2, $3) AS ok', [name, !!shared, ms(leaseMs)]);
   return rows[0].ok;
 }
 
@@ -31,7 +31,7 @@ async function tryLock(conn, name, shared = false, leaseMs = null) {
 // false at the deadline.
 async function lock(conn, name, timeoutMs, shared = false, leaseMs = null) {
   const { rows } = await conn.query(
-    'SELECT dlock_lock_ms($1, $2, $3, $4, NULL, NULL) AS ok',
+    'SELECT dlock_lock_ms($1, $2, $3, $4) AS ok',
     [name, ms(timeoutMs), !!shared, ms(leaseMs)]);
   return rows[0].ok;
 }
@@ -49,7 +49,7 @@ async function unlock(conn, name, shared = false) {
 // 0 or null tries once (unlike lock, there is no "without limit" here).
 async function acquire(conn, name, leaseMs, timeoutMs = 0) {
   const { rows } = await conn.query(
-    'SELECT dlock_acquire_ms($1, $2, $3, false, NULL, NULL, NULL) AS token',
+    'SELECT dlock_acquire_ms($1, $2, $3, false) AS token',
     [name, ms(leaseMs), ms(timeoutMs)]);
   return rows[0].token === null ? null : BigInt(rows[0].token);
 }
@@ -57,7 +57,7 @@ async function acquire(conn, name, leaseMs, timeoutMs = 0) {
 // Returns the new expiry as a Date (milliseconds; the server keeps microseconds).
 async function extend(conn, name, token, leaseMs) {
   const { rows } = await conn.query(
-    'SELECT dlock_extend_ms($1, $2, $3, NULL) AS expires', [name, token, ms(leaseMs)]);
+    'SELECT dlock_extend_ms($1, $2, $3) AS expires', [name, token, ms(leaseMs)]);
   return rows[0].expires;
 }
 
@@ -73,7 +73,7 @@ async function inTransactionLock(client, name, timeoutMs, work) {
   await client.query('BEGIN');
   try {
     const { rows } = await client.query(
-      'SELECT dlock_lock_xact_ms($1, $2, false, NULL, NULL, NULL) AS ok', [name, ms(timeoutMs)]);
+      'SELECT dlock_lock_xact_ms($1, $2, false, NULL) AS ok', [name, ms(timeoutMs)]);
     if (!rows[0].ok) {
       await client.query('ROLLBACK');
       return false;

@@ -29,7 +29,7 @@ function milliseconds(int|float|null $seconds): ?int
 /** Takes a session lock if it is free now; never waits. $lease in seconds, null: none. */
 function tryLock(PDO $conn, string $name, bool $shared = false, int|float|null $lease = null): bool
 {
-    $stmt = $conn->prepare('SELECT dlock_try_ms(?, ?, ?, NULL, NULL)');
+    $stmt = $conn->prepare('SELECT dlock_try_ms(?, ?, ?)');
     $stmt->bindValue(1, $name);
     $stmt->bindValue(2, $shared, PDO::PARAM_BOOL);
     $stmt->bindValue(3, milliseconds($lease), PDO::PARAM_INT);
@@ -40,7 +40,7 @@ function tryLock(PDO $conn, string $name, bool $shared = false, int|float|null $
 /** Waits up to $timeout seconds for a session lock: null waits without limit, 0 not at all. */
 function lock(PDO $conn, string $name, int|float|null $timeout): bool
 {
-    $stmt = $conn->prepare('SELECT dlock_lock_ms(?, ?, false, NULL, NULL, NULL)');
+    $stmt = $conn->prepare('SELECT dlock_lock_ms(?, ?, false, NULL)');
     $stmt->bindValue(1, $name);
     $stmt->bindValue(2, milliseconds($timeout), PDO::PARAM_INT);
     $stmt->execute();
@@ -64,7 +64,7 @@ function unlock(PDO $conn, string $name, bool $shared = false): bool
  */
 function acquire(PDO $conn, string $name, int|float $lease, int|float|null $timeout = 0): ?int
 {
-    $stmt = $conn->prepare('SELECT dlock_acquire_ms(?, ?, ?, false, NULL, NULL, NULL)');
+    $stmt = $conn->prepare('SELECT dlock_acquire_ms(?, ?, ?, false)');
     $stmt->bindValue(1, $name);
     $stmt->bindValue(2, milliseconds($lease), PDO::PARAM_INT);
     $stmt->bindValue(3, milliseconds($timeout), PDO::PARAM_INT);
@@ -75,7 +75,7 @@ function acquire(PDO $conn, string $name, int|float $lease, int|float|null $time
 /** Extends a detached lock's lease to now + $lease seconds; returns the new expiry. */
 function extend(PDO $conn, string $name, int $token, int|float $lease): DateTimeImmutable
 {
-    $stmt = $conn->prepare('SELECT dlock_extend_ms(?, ?, ?, NULL)');
+    $stmt = $conn->prepare('SELECT dlock_extend_ms(?, ?, ?)');
     $stmt->bindValue(1, $name);
     $stmt->bindValue(2, $token, PDO::PARAM_INT);
     $stmt->bindValue(3, milliseconds($lease), PDO::PARAM_INT);
@@ -103,7 +103,7 @@ function inTransactionLock(PDO $conn, string $name, int|float|null $timeout, cal
 {
     $conn->beginTransaction();
     try {
-        $stmt = $conn->prepare('SELECT dlock_lock_xact_ms(?, ?, false, NULL, NULL, NULL)');
+        $stmt = $conn->prepare('SELECT dlock_lock_xact_ms(?, ?, false, NULL)');
         $stmt->bindValue(1, $name);
         $stmt->bindValue(2, milliseconds($timeout), PDO::PARAM_INT);
         $stmt->execute();

@@ -47,14 +47,14 @@ def _ms(duration):
 
 def try_lock(conn, name, shared=False, lease=None):
     """A session lock, now or never; lease: a timedelta, or None."""
-    return conn.execute("SELECT dlock_try_ms(%s, %s, %s, NULL, NULL)",
+    return conn.execute("SELECT dlock_try_ms(%s, %s, %s)",
                         (name, shared, _ms(lease))).fetchone()[0]
 
 
 def lock(conn, name, timeout):
     """A session lock, waiting up to timeout (a timedelta): None waits without limit,
     timedelta(0) not at all."""
-    return conn.execute("SELECT dlock_lock_ms(%s, %s, false, NULL, NULL, NULL)",
+    return conn.execute("SELECT dlock_lock_ms(%s, %s, false, NULL)",
                         (name, _ms(timeout))).fetchone()[0]
 
 
@@ -65,13 +65,13 @@ def unlock(conn, name, shared=False):
 def acquire(conn, name, lease, timeout=None):
     """A detached lock: its fencing token (an int), or None if it was not free in time.
     timeout: how long to wait; None or timedelta(0) tries once (unlike lock's None)."""
-    return conn.execute("SELECT dlock_acquire_ms(%s, %s, %s, false, NULL, NULL, NULL)",
+    return conn.execute("SELECT dlock_acquire_ms(%s, %s, %s, false)",
                         (name, _ms(lease), _ms(timeout))).fetchone()[0]
 
 
 def extend(conn, name, token, lease):
     """A new lease for a detached lock, from now; returns when it ends (a datetime)."""
-    return conn.execute("SELECT dlock_extend_ms(%s, %s, %s, NULL)",
+    return conn.execute("SELECT dlock_extend_ms(%s, %s, %s)",
                         (name, token, _ms(lease))).fetchone()[0]
 
 
@@ -83,7 +83,7 @@ def in_transaction_lock(conn, name, timeout, work):
     """work(conn) in one transaction that holds the lock, released at its end.
     False if the lock was not free within timeout (None: without limit)."""
     with conn.transaction():
-        if not conn.execute("SELECT dlock_lock_xact_ms(%s, %s, false, NULL, NULL, NULL)",
+        if not conn.execute("SELECT dlock_lock_xact_ms(%s, %s, false, NULL)",
                             (name, _ms(timeout))).fetchone()[0]:
             return False
         work(conn)

@@ -24,14 +24,14 @@ module Dlock
 
   # Session lock; never waits. true if taken now. lease: seconds, or nil for none.
   def try_lock(conn, name, shared: false, lease: nil)
-    bool conn.exec_params("SELECT dlock_try_ms($1, $2, $3, NULL, NULL)",
+    bool conn.exec_params("SELECT dlock_try_ms($1, $2, $3)",
                           [name, !!shared, ms(lease)])
   end
 
   # Session lock; waits up to timeout seconds (nil: without limit; 0: not at all),
   # false at the deadline.
   def lock(conn, name, timeout, shared: false, lease: nil)
-    bool conn.exec_params("SELECT dlock_lock_ms($1, $2, $3, $4, NULL, NULL)",
+    bool conn.exec_params("SELECT dlock_lock_ms($1, $2, $3, $4)",
                           [name, ms(timeout), !!shared, ms(lease)])
   end
 
@@ -43,7 +43,7 @@ module Dlock
   # Detached lock: its fencing token (an Integer), or nil if not acquired. timeout:
   # seconds to wait; 0 or nil tries once (unlike lock, where nil waits without limit).
   def acquire(conn, name, lease, timeout = 0)
-    token = value conn.exec_params("SELECT dlock_acquire_ms($1, $2, $3, false, NULL, NULL, NULL)",
+    token = value conn.exec_params("SELECT dlock_acquire_ms($1, $2, $3, false)",
                                    [name, ms(lease), ms(timeout)])
     token && Integer(token) # int8 comes back as a String; Integer keeps every digit
   end
@@ -51,7 +51,7 @@ module Dlock
   # Moves the detached lock's expiry to now + lease; returns it as a Time.
   # (Not named extend: that is Object#extend.)
   def extend_lease(conn, name, token, lease)
-    TIMESTAMPTZ.decode value(conn.exec_params("SELECT dlock_extend_ms($1, $2, $3, NULL)",
+    TIMESTAMPTZ.decode value(conn.exec_params("SELECT dlock_extend_ms($1, $2, $3)",
                                               [name, token, ms(lease)]))
   end
 
@@ -65,7 +65,7 @@ module Dlock
   # (nil: without limit).
   def in_transaction_lock(conn, name, timeout)
     conn.transaction do
-      locked = bool conn.exec_params("SELECT dlock_lock_xact_ms($1, $2, false, NULL, NULL, NULL)",
+      locked = bool conn.exec_params("SELECT dlock_lock_xact_ms($1, $2, false, NULL)",
                                      [name, ms(timeout)])
       raise NotLocked unless locked # makes conn.transaction roll back
       yield conn

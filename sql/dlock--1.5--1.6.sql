@@ -140,3 +140,103 @@ COMMENT ON FUNCTION "@extschema@".dlock_renew_ms(pg_catalog.text, bigint) IS
 'dlock_renew for clients, every argument by position: (name, lease_ms); lease_ms NULL: the length it had';
 COMMENT ON FUNCTION "@extschema@".dlock_unlock(pg_catalog.text, boolean) IS
 'release one session hold of a lock; the positional form for clients (the name as text)';
+
+-- What a DBA changed on a full form (its owner, privileges and settings:
+-- GRANT, REVOKE, ALTER FUNCTION ... SET) goes to the positional forms that
+-- stand beside it, as in the 1.4 to 1.5 update: a role refused EXECUTE on
+-- dlock_acquire must not get it back through dlock_acquire_ms.  The initial
+-- privileges pg_init_privs recorded for the full form are copied too.
+DO $carry$
+DECLARE
+  f pg_catalog.record;
+  a pg_catalog.record;
+  new_acl pg_catalog.aclitem[];
+BEGIN
+  FOR f IN
+    SELECT o.oid AS old_oid, v.new::pg_catalog.regprocedure AS new_fn, o.proowner,
+           coalesce(o.proacl, pg_catalog.acldefault('f', o.proowner)) AS old_acl, o.proconfig,
+           pg_catalog.pg_get_userbyid(o.proowner) AS owner_name, v.move
+      FROM (VALUES
+        ('"@extschema@".dlock_try("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_try_ms(pg_catalog.text,boolean,bigint,pg_catalog.text,bigint)', false),
+        ('"@extschema@".dlock_try("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_try_ms(pg_catalog.text,boolean,bigint)', false),
+        ('"@extschema@".dlock_lock("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_lock_ms(pg_catalog.text,bigint,boolean,bigint,pg_catalog.text,bigint)', false),
+        ('"@extschema@".dlock_lock("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_lock_ms(pg_catalog.text,bigint,boolean,bigint)', false),
+        ('"@extschema@".dlock_try_xact("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_try_xact_ms(pg_catalog.text,boolean,bigint,pg_catalog.text,bigint)', false),
+        ('"@extschema@".dlock_try_xact("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_try_xact_ms(pg_catalog.text,boolean,bigint)', false),
+        ('"@extschema@".dlock_lock_xact("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_lock_xact_ms(pg_catalog.text,bigint,boolean,bigint,pg_catalog.text,bigint)', false),
+        ('"@extschema@".dlock_lock_xact("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
+         '"@extschema@".dlock_lock_xact_ms(pg_catalog.text,bigint,boolean,bigint)', false),
+        ('"@extschema@".dlock_acquire("@extschema@".dlock_name,interval,interval,boolean,bigint,bigint,pg_catalog.text,interval,bigint,bigint)',
+         '"@extschema@".dlock_acquire_ms(pg_catalog.text,bigint,bigint,boolean,pg_catalog.text,bigint,bigint)', false),
+        ('"@extschema@".dlock_acquire("@extschema@".dlock_name,interval,interval,boolean,bigint,bigint,pg_catalog.text,interval,bigint,bigint)',
+         '"@extschema@".dlock_acquire_ms(pg_catalog.text,bigint,bigint,boolean)', false),
+        ('"@extschema@".dlock_extend(pg_catalog.text,bigint,interval,bigint,pg_catalog.text)',
+         '"@extschema@".dlock_extend_ms(pg_catalog.text,bigint,bigint,pg_catalog.text)', false),
+        ('"@extschema@".dlock_extend(pg_catalog.text,bigint,interval,bigint,pg_catalog.text)',
+         '"@extschema@".dlock_extend_ms(pg_catalog.text,bigint,bigint)', false),
+        ('"@extschema@".dlock_renew(pg_catalog.text,interval,bigint,pg_catalog.text)',
+         '"@extschema@".dlock_renew_ms(pg_catalog.text,bigint,pg_catalog.text)', false),
+        ('"@extschema@".dlock_renew(pg_catalog.text,interval,bigint,pg_catalog.text)',
+         '"@extschema@".dlock_renew_ms(pg_catalog.text,bigint)', false),
+        ('"@extschema@".dlock_unlock("@extschema@".dlock_name,boolean)',
+         '"@extschema@".dlock_unlock(pg_catalog.text,boolean)', false)
+      ) AS v(old, new, move)
+      JOIN pg_catalog.pg_proc o ON o.oid OPERATOR(pg_catalog.=) v.old::pg_catalog.regprocedure
+     ORDER BY v.move DESC
+  LOOP
+    IF f.proowner OPERATOR(pg_catalog.<>)
+       (SELECT p.proowner FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f.new_fn) THEN
+      EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', f.new_fn, f.owner_name);
+    END IF;
+    SELECT coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner)) INTO new_acl
+      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) f.new_fn;
+    -- (both are not null: coalesce)
+    IF NOT (f.old_acl OPERATOR(pg_catalog.=) new_acl) THEN
+      EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC CASCADE', f.new_fn);
+      FOR a IN SELECT DISTINCT x.grantee FROM pg_catalog.aclexplode(new_acl) x
+                WHERE x.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', f.new_fn,
+                                  pg_catalog.pg_get_userbyid(a.grantee));
+      END LOOP;
+      EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', f.new_fn, f.owner_name);
+      FOR a IN SELECT x.grantee, x.is_grantable FROM pg_catalog.aclexplode(f.old_acl) x LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', f.new_fn,
+                       CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+                            ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END,
+                       CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+      END LOOP;
+    END IF;
+    -- the initial privileges, and (PostgreSQL 17 and later) the roles they
+    -- name as shared dependencies of kind 'i', those of the old function
+    DELETE FROM pg_catalog.pg_init_privs i
+     WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objoid OPERATOR(pg_catalog.=) f.new_fn AND i.objsubid OPERATOR(pg_catalog.=) 0;
+    INSERT INTO pg_catalog.pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+    SELECT f.new_fn, i.classoid, i.objsubid, i.privtype, i.initprivs FROM pg_catalog.pg_init_privs i
+     WHERE i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objoid OPERATOR(pg_catalog.=) f.old_oid AND i.objsubid OPERATOR(pg_catalog.=) 0;
+    DELETE FROM pg_catalog.pg_shdepend s
+     WHERE s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND s.objid OPERATOR(pg_catalog.=) f.new_fn AND s.objsubid OPERATOR(pg_catalog.=) 0
+       AND s.deptype OPERATOR(pg_catalog.=) 'i';
+    INSERT INTO pg_catalog.pg_shdepend (dbid, classid, objid, objsubid, refclassid, refobjid, deptype)
+    SELECT s.dbid, s.classid, f.new_fn, s.objsubid, s.refclassid, s.refobjid, s.deptype
+      FROM pg_catalog.pg_shdepend s
+     WHERE s.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND s.objid OPERATOR(pg_catalog.=) f.old_oid AND s.objsubid OPERATOR(pg_catalog.=) 0
+       AND s.deptype OPERATOR(pg_catalog.=) 'i';
+    IF f.proconfig IS NOT NULL THEN
+      -- copied as stored: ALTER FUNCTION ... SET would re-quote a list
+      -- setting (search_path) given as one string
+      UPDATE pg_catalog.pg_proc p SET proconfig = f.proconfig WHERE p.oid OPERATOR(pg_catalog.=) f.new_fn;
+    END IF;
+  END LOOP;
+END
+$carry$;

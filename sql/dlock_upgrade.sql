@@ -98,7 +98,8 @@ END $$;
 SELECT my_job(), dlock_try('old-forms', true, '1 min'), dlock_renew('old-forms', '2 min') > now();
 SELECT dlock_acquire('old-detached', '1 min', '1s', false) AS old_detached \gset
 SELECT dlock_extend('old-detached', :old_detached, '2 min') > now() AS extended;
--- what a DBA changed on a 1.4 function its 1.5 successor keeps: privileges
+-- what a DBA changed on a 1.4 function its 1.5 successor keeps, and the 1.6
+-- positional forms beside it get (dlock_lock_ms, dlock_try_ms): privileges
 -- (still dumped by pg_dump: no initial privileges recorded) and settings;
 -- and the others keep theirs even where default privileges would give a
 -- new function others (here: no EXECUTE for PUBLIC)
@@ -117,7 +118,8 @@ SELECT p.oid::regprocedure AS function,
        p.proconfig,
        EXISTS (SELECT FROM pg_init_privs i
                 WHERE i.classoid = 'pg_proc'::regclass AND i.objoid = p.oid) AS initial_privs
-  FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew', 'dlock_locks')
+  FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew', 'dlock_locks',
+                                     'dlock_lock_ms', 'dlock_try_ms')
  ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4';
 SELECT prosrc, count(*) FROM pg_proc WHERE prosrc LIKE 'dlock%1_5' GROUP BY 1 ORDER BY 1;
@@ -130,6 +132,13 @@ GRANT EXECUTE ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint
 REVOKE ALL ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text)
   FROM regress_dlock_worker CASCADE;
 ALTER FUNCTION dlock_try(text[], boolean, interval, bigint, text) RESET ALL;
+-- (and the positional forms from the full ones)
+GRANT EXECUTE ON FUNCTION dlock_lock_ms(text, bigint, boolean, bigint, text, bigint),
+  dlock_lock_ms(text, bigint, boolean, bigint) TO PUBLIC;
+REVOKE ALL ON FUNCTION dlock_lock_ms(text, bigint, boolean, bigint, text, bigint),
+  dlock_lock_ms(text, bigint, boolean, bigint) FROM regress_dlock_worker CASCADE;
+ALTER FUNCTION dlock_try_ms(text, boolean, bigint, text, bigint) RESET ALL;
+ALTER FUNCTION dlock_try_ms(text, boolean, bigint) RESET ALL;
 DROP ROLE regress_dlock_worker;
 SELECT my_job(), dlock_try('old-forms', lease_ms => 60000),
        dlock_extend('old-detached', :old_detached, lease_ms => 60000) > now() AS extended_ms;

@@ -38,7 +38,7 @@ REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view d
 	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_positional dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock
-ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several semaphore semaphore_mixed \
+ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several semaphore semaphore_mixed positional \
 	detached stats
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
 	--temp-config=test/dlock.conf

@@ -1674,6 +1674,15 @@ def run_sequence(seed, steps, seconds=None, fixed=None):
 
 
 def cleanup(h):
+    # a call still waiting (a wait of 60 s behind a hold nobody releases, as a
+    # detached lock's) is cancelled, not waited out: closing its connection
+    # would wait for it
+    for s in h.model.sessions:
+        if s.pending is not None:
+            try:
+                run_sql(h.obs, "SELECT pg_cancel_backend(%s)", (s.pid,))
+            except Exception:  # noqa: BLE001
+                pass
     for s in h.model.sessions:
         try:
             s.conn.close()

@@ -988,8 +988,9 @@ class Harness:
         h = s.holds.get(hk)
         sub = subid(h.permit) if h is not None else SUBID_KEY
         # (the name as dlock_name reaches the full form; as text, the positional one of 1.6)
-        res, err = self.call(s, "SELECT dlock_unlock(%s%s, shared => %s)" % (
-            "%s", "::dlock_name" if step.get("full") else "", "%s"), (name, mode == "s"))
+        sql = ("SELECT dlock_unlock(%s::dlock_name, shared => %s)" if step.get("full")
+               else "SELECT dlock_unlock(%s, shared => %s)")
+        res, err = self.call(s, sql, (name, mode == "s"))
         if err is not None:
             raise Violation("dlock_unlock failed: %s" % err)
         exp = s.lm.get((key, sub, mode), [0])[0] > 0

@@ -149,6 +149,9 @@ class Session:
                                       # back while a transaction's hold keeps the lock: dlock
                                       # cannot tell, the view may still say session+transaction
         self.pending = None           # a call waiting in a queue (Pending)
+        self.lost_leases = []         # expiries of short leases whose holds went behind
+                                      # dlock's back in this transaction block: a COMMIT
+                                      # after one may be refused (README "Leases")
 
     def lm_get(self, key, sub, mode):
         return self.lm.setdefault((key, sub, mode), [0, []])
@@ -534,6 +537,11 @@ class Harness:
             s.stale_scope.add(hk)
         elif h.lease is not None:
             # its lease marker went with it: dlock forgets it when it looks
+            # (at the latest at the transaction's end; until then, a commit
+            # after its lease ran out is refused, as it may have been held
+            # then)
+            if s.in_block and h.lease - time.time() < 60:
+                s.lost_leases.append(h.lease)
             h.nsession = 0
         else:
             s.ghosts[hk] = Ghost(h)
@@ -909,6 +917,7 @@ class Harness:
                     h.nsession = 0
                 h.stale_n = 0
         s.stale_scope = set()
+        s.lost_leases = []
         for hk, h in list(s.holds.items()):
             if h.xact:
                 h.xact = []
@@ -933,6 +942,14 @@ class Harness:
         if not s.in_block:
             return
         res, err = self.call(s, sql)
+        if (err is not None and sql == "COMMIT" and err.pgcode == "55P03" and
+                "released in this transaction" in str(err) and
+                any(t <= time.time() for t in s.lost_leases)):
+            # a hold with a lease released behind dlock's back in this block,
+            # whose lease has run out since: dlock cannot tell when it went,
+            # and refuses the commit; the block is rolled back
+            self.end_xact(s, False)
+            return
         if err is not None:
             raise Violation("%s of session %d failed: %s" % (sql, s.idx, err))
         self.end_xact(s, sql == "COMMIT")

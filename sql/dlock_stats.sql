@@ -36,6 +36,35 @@ SELECT dlock_try('held');
 SELECT pg_sleep(0.2);
 SELECT dlock_unlock('held');
 SELECT hold_time_total >= '0.2 s' AND hold_time_total < '10 s' AS held_long_enough FROM dlock_stats WHERE name = 'held';
+-- the same when take, sleep and release are one query string (one statement
+-- start for all three): the lock path's clock is the time, not the statement's
+SELECT dlock_try('one-string') \; SELECT pg_sleep(0.2) \; SELECT dlock_unlock('one-string');
+SELECT hold_time_total >= '0.19 s' AND hold_time_total < '10 s' AS held_long_enough FROM dlock_stats WHERE name = 'one-string';
+-- and in a procedure that commits (one statement, several transactions)
+CREATE PROCEDURE dlock_after_commit() LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_sleep(0.2);
+  COMMIT;
+  PERFORM dlock_try_xact('in-procedure');
+  RAISE NOTICE 'held since after the commit: %', (SELECT since >= statement_timestamp() + interval '0.19 s'
+    FROM dlock_locks WHERE name = 'in-procedure' AND pid = pg_backend_pid());
+  COMMIT;
+END $$;
+CALL dlock_after_commit();
+DROP PROCEDURE dlock_after_commit();
+-- since is never before the start of the statement that took the lock, nor
+-- after the grant (the coarse clock lags by up to a tick)
+DO $$
+DECLARE ok boolean := true;
+BEGIN
+  FOR i IN 1..200 LOOP
+    PERFORM dlock_try('since');
+    ok := ok AND (SELECT since BETWEEN statement_timestamp() AND clock_timestamp()
+                    FROM dlock_locks WHERE name = 'since' AND pid = pg_backend_pid());
+    PERFORM dlock_unlock('since');
+  END LOOP;
+  RAISE NOTICE 'since within the statement, never after the grant: %', ok;
+END $$;
 -- a subtransaction's lock ends with its rollback
 BEGIN;
 SAVEPOINT a;

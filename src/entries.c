@@ -379,7 +379,7 @@ take_free(int ref)
  * came from dlock_entry_for, so the index has room for it.
  */
 void
-dlock_entry_start(int ref, const DlockName *name, uint8 mode)
+dlock_entry_start(int ref, const DlockName *name, uint8 mode, TimestampTz since)
 {
 	DlockEntry *e = dlock_entry_at(ref);
 
@@ -400,7 +400,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode)
 	e->token = 0;
 	e->lease_expires = 0;
 	e->lease_us = 0;
-	e->since = GetCurrentTimestamp();
+	e->since = since;
 	e->counted = 0;
 	e->foreign = 0;
 	e->inuse = 1;

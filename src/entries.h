@@ -14,7 +14,10 @@
 #ifndef DLOCK_ENTRIES_H
 #define DLOCK_ENTRIES_H
 
+#include <time.h>
+
 #include "access/xact.h"
+#include "utils/timestamp.h"
 
 #include "changecount.h"
 #include "name.h"
@@ -47,6 +50,31 @@ dlock_backend_init(void)
 	if (likely(dlock_ready))
 		return;
 	dlock_backend_setup();
+}
+
+/*
+ * When a hold starts or ends, read cheaply on the lock path: the kernel's
+ * coarse clock (its last tick, a few milliseconds at most behind, read
+ * without a system call where precise clocks may need one), but never
+ * before the start of the statement that asks.  So never later than the
+ * true time, and at most a tick before it.  Leases and waits read the
+ * precise clock.
+ */
+static inline TimestampTz
+dlock_hold_time(void)
+{
+#ifdef CLOCK_REALTIME_COARSE
+	struct timespec ts;
+
+	if (likely(clock_gettime(CLOCK_REALTIME_COARSE, &ts) == 0))
+	{
+		TimestampTz t = (TimestampTz) ts.tv_sec * USECS_PER_SEC + ts.tv_nsec / 1000 -
+			(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * USECS_PER_SEC;
+
+		return Max(t, GetCurrentStatementStartTimestamp());
+	}
+#endif
+	return GetCurrentTimestamp();
 }
 
 static inline DlockEntry *
@@ -121,7 +149,7 @@ dlock_entry_info_arg(FunctionCallInfo fcinfo, int argno, DlockInfo *info)
 	dlock_entry_info_given(fcinfo, argno, info);
 }
 extern int	dlock_entry_nrefs(void);
-extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode);
+extern void dlock_entry_start(int ref, const DlockName *name, uint8 mode, TimestampTz since);
 extern void dlock_entry_free_if_unused(int ref);
 
 /* holds that the lock manager no longer has (released behind dlock's back) */

@@ -38,7 +38,7 @@ dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const 
 	dlock_change_begin(ref);
 	if (what != DLOCK_WAIT_NONE && !e->inuse)
 	{
-		dlock_entry_start(ref, name, mode);
+		dlock_entry_start(ref, name, mode, GetCurrentTimestamp());
 		dlock_entry_set_info(e, info);
 	}
 	e->waiting = what;

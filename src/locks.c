@@ -125,10 +125,8 @@ refuse_other_permit(const DlockName *name, int held, int permits)
  * entry says is stale.
  */
 static bool
-grant_starts_hold(int ref, bool fresh)
+grant_starts_hold(const DlockEntry *e, bool fresh)
 {
-	DlockEntry *e = dlock_entry_at(ref);
-
 	return fresh || !e->inuse || (e->nsession == 0 && e->nxact == 0);
 }
 
@@ -138,19 +136,19 @@ grant_starts_hold(int ref, bool fresh)
  * has none, and a hold taken again keeps its own).  Cannot fail.
  */
 static pg_attribute_always_inline void
-record_grant(int ref, const DlockName *name, uint8 mode, bool xact, bool start,
-			 int64 token, int64 lease_us, const DlockInfo *info, int permit, bool foreign)
+record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xact, bool start,
+			 int64 token, int64 lease_us, const DlockInfo *info, int permit, bool foreign,
+			 TimestampTz at)
 {
-	DlockEntry *e = dlock_entry_at(ref);
 	TimestampTz expires = 0;
 
-	/* dlock_lease_arg() checked that this cannot overflow */
+	/* at: the precise clock with a lease; dlock_lease_arg() checked the sum */
 	if (lease_us >= 0)
-		expires = GetCurrentTimestamp() + lease_us;
+		expires = at + lease_us;
 	dlock_change_begin(ref);
 	if (start)
 	{
-		dlock_entry_start(ref, name, mode);
+		dlock_entry_start(ref, name, mode, at);
 		e->token = token;
 		e->permit = (uint16) permit;
 		/* its end is counted if its start is (dlock.track_stats may change) */
@@ -320,6 +318,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	int			permit;
 	bool		live;
 	bool		foreign = dlock_foreign_code();
+	TimestampTz at;
 
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
@@ -329,15 +328,17 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	/* room for a lease or info, deferred or not, before anything is taken */
 	ref = dlock_entry_for(&name, mode, a->lease_us >= 0 ? DLOCK_NEED_LEASE :
 						  a->info.given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
+	/* (where it is stays put until the next dlock_entry_for) */
+	e = dlock_entry_at(ref);
 	if (xact)
 		dlock_xact_hold_reserve();
-	dlock_entry_drop_stale_session(ref);
+	if (unlikely(e->lease_expires != 0))
+		dlock_entry_drop_stale_session_slow(ref);
 	/* a session past a lease takes nothing more (it is being ended) */
 	if (unlikely(dlock_lease_min != 0))
 		dlock_lease_refuse_after_expiry();
 
 	/* a hold whose lease ran out: taking it again must not bring it back */
-	e = dlock_entry_at(ref);
 	if (dlock_lease_ran_out(e))
 		dlock_lease_expired(dlock_display_name(&name), e->lease_expires);
 
@@ -407,24 +408,28 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 		waited_us = Max(GetCurrentTimestamp() - start, 0);
 	}
 granted:
-	start_hold = grant_starts_hold(ref, res == LOCKACQUIRE_OK);
+	start_hold = grant_starts_hold(e, res == LOCKACQUIRE_OK);
+	/*
+	 * When a new hold began: the cheap clock of the lock path (entries.h),
+	 * or the precise time of the grant after a wait, or with a lease (which
+	 * runs from it, and whose hold the reaper tells by it).
+	 */
+	at = (waited_us >= 0 || a->lease_us >= 0) ? GetCurrentTimestamp() : dlock_hold_time();
 
 	/*
 	 * The lease marker (dlock.h) is held exactly while the entry has session
 	 * holds and a lease, whichever call brought either.
 	 */
-	e = dlock_entry_at(ref);
 	need_marker = ((start_hold ? 0 : e->nsession) + (xact ? 0 : 1)) > 0 &&
 		(lease_us >= 0 || (!start_hold && e->lease_expires != 0));
 	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker);
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign);
-	/* a new hold started at its grant: that is the time of this acquisition */
-	dlock_stats_count(MyDatabaseId, name.key, mode, name.utf8, name.len,
-					  DLOCK_STAT_ACQUIRED, xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
-					  waited_us, res == LOCKACQUIRE_OK ? dlock_entry_at(ref)->since : 0);
+	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign, at);
+	if (dlock_stats_tracking())
+		dlock_stats_acquired(name.key, mode, name.utf8, name.len,
+							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION, waited_us, at);
 	return true;
 }
 
@@ -533,6 +538,7 @@ unlock_name(const DlockName *namep, uint8 mode)
 	DlockName	name = *namep;
 	LOCKTAG		tag;
 	int			ref;
+	DlockEntry *e;
 	bool		released;
 
 	/*
@@ -542,26 +548,25 @@ unlock_name(const DlockName *namep, uint8 mode)
 	 * pg_advisory_unlock would.
 	 */
 	ref = dlock_entry_find(name.key, mode);
-	if (unlikely(ref >= 0 && dlock_entry_at(ref)->permit != 0) &&
-		dlock_entry_at(ref)->nsession > 0 && dlock_entry_at(ref)->nxact == 0 &&
-		!dlock_entry_lock_held(dlock_entry_at(ref)))
+	e = ref >= 0 ? dlock_entry_at(ref) : NULL;
+	if (unlikely(e != NULL && e->permit != 0) && e->nsession > 0 && e->nxact == 0 &&
+		!dlock_entry_lock_held(e))
 	{
 		dlock_entry_forget_stale(ref);
 		ref = dlock_entry_find(name.key, mode);
+		e = ref >= 0 ? dlock_entry_at(ref) : NULL;
 	}
-	if (likely(ref < 0 || dlock_entry_at(ref)->permit == 0))
+	if (likely(e == NULL || e->permit == 0))
 		dlock_set_locktag(&tag, name.key);
 	else
-		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, dlock_entry_at(ref)->permit);
+		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, e->permit);
 	released = LockRelease(&tag, DlockLockMode(mode), true);
 	if (released)
 		dlock_permit_tag_released(&tag);
 	/* nothing below raises: only a signal, a stall or a death can land here */
 	DLOCK_FAULT("lock.release");
-	if (ref >= 0)
+	if (e != NULL)
 	{
-		DlockEntry *e = dlock_entry_at(ref);
-
 		if (released)
 			dlock_lease_note_release(e);
 		if (e->lease_expires != 0 && (!released || e->nsession <= 1))
@@ -574,7 +579,7 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
 		if (released && !e->inuse)
-			dlock_stats_hold_ended(e);
+			dlock_stats_hold_ended(e, dlock_hold_time());
 	}
 	return released;
 }
@@ -645,7 +650,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			count++;
 		dlock_entry_end_session(ref);
 		if (released && !e->inuse)
-			dlock_stats_hold_ended(e);
+			dlock_stats_hold_ended(e, dlock_hold_time());
 	}
 	PG_RETURN_INT32(count);
 }

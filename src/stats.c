@@ -50,7 +50,7 @@ count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 		case DLOCK_STAT_ACQUIRED:
 			c->acquisitions++;
 			c->scope[scope]++;
-			c->last_acquired = now;
+			c->last_acquired = Max(c->last_acquired, now);
 			if (us >= 0)
 			{
 				c->waited++;
@@ -117,7 +117,7 @@ backend_exit_holds(int code, Datum arg)
 		if (!e->inuse || !e->counted)
 			continue;
 		if (e->nsession + e->nxact > 0 && dlock_entry_lock_held(e))
-			dlock_stats_hold_ended(e);
+			dlock_stats_hold_ended(e, GetCurrentTimestamp());
 		dlock_change_begin(ref);
 		e->counted = 0;
 		dlock_change_end(ref);
@@ -171,20 +171,13 @@ dlock_stats_flush(void)
 	memset(pending_index, -1, sizeof(pending_index));
 }
 
-/* The pending counts of (dbid, key, mode), started if need be. */
+/* pending_counts, past the record counted into last */
 static DlockStatsCounters *
-pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
+pending_counts_lookup(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 {
 	uint32		i;
 	DlockStatsRecord *r;
 
-	/* a hold's end usually follows its start: the same record */
-	if (likely(last_pending >= 0))
-	{
-		r = &pending[last_pending];
-		if (r->key == key && r->dbid == dbid && r->mode == mode)
-			return &r->c;
-	}
 	i = dlock_stats_hash(dbid, key, mode) % PENDING_INDEX;
 	for (;;)
 	{
@@ -203,7 +196,7 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	if (npending == DLOCK_STATS_PENDING)
 	{
 		dlock_stats_flush();
-		return pending_counts(dbid, key, mode, name, namelen);
+		return pending_counts_lookup(dbid, key, mode, name, namelen);
 	}
 	r = &pending[npending];
 	last_pending = npending;
@@ -222,16 +215,32 @@ pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
 	return &r->c;
 }
 
+/* The pending counts of (dbid, key, mode), started if need be. */
+static pg_attribute_always_inline DlockStatsCounters *
+pending_counts(Oid dbid, int64 key, uint8 mode, const char *name, int namelen)
+{
+	/* a hold's end usually follows its start: the same record */
+	if (likely(last_pending >= 0))
+	{
+		DlockStatsRecord *r = &pending[last_pending];
+
+		if (r->key == key && r->dbid == dbid && r->mode == mode)
+			return &r->c;
+	}
+	return pending_counts_lookup(dbid, key, mode, name, namelen);
+}
+
 /*
  * Count one event of (dbid, key, mode).  us: ACQUIRED the wait (-1: none),
  * TIMEOUT/DEADLOCK/CANCEL the wait, RELEASED the hold.  now: ACQUIRED only
  * (0: take the time here).  owner: the role a new entry counts against,
  * for the processes that count into the table directly (a regular backend
- * counts against its session's user).
+ * counts against its session's user).  Inline where the event is a
+ * constant (the lock path's two), so that only its case is compiled.
  */
-void
-dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
-						DlockStatEvent ev, int scope, int64 us, TimestampTz now, Oid owner)
+static pg_attribute_always_inline void
+count_one(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
+		  DlockStatEvent ev, int scope, int64 us, TimestampTz now, Oid owner)
 {
 	DlockStatsCounters one;
 
@@ -239,7 +248,7 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 		return;
 	if (ev == DLOCK_STAT_ACQUIRED && now == 0)
 		now = GetCurrentTimestamp();
-	if (pending_on)
+	if (likely(pending_on))
 	{
 		count_event(pending_counts(dbid, key, mode, name, namelen), ev, scope, us, now);
 		return;
@@ -253,13 +262,28 @@ dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int n
 	dlock_stats_add(dbid, key, mode, name, namelen, owner, &one);
 }
 
-/* A hold of this backend's entry ended now. */
 void
-dlock_stats_hold_ended(const DlockEntry *e)
+dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char *name, int namelen,
+						DlockStatEvent ev, int scope, int64 us, TimestampTz now, Oid owner)
 {
-	if (!e->counted || dlock_stats_tab == NULL)
+	count_one(dbid, key, mode, name, namelen, ev, scope, us, now, owner);
+}
+
+/* An acquisition by this backend (the lock path's event; stats.h). */
+void
+dlock_stats_acquired(int64 key, uint8 mode, const char *name, int namelen, int scope,
+					 int64 waited_us, TimestampTz now)
+{
+	count_one(MyDatabaseId, key, mode, name, namelen, DLOCK_STAT_ACQUIRED, scope, waited_us,
+			  now, InvalidOid);
+}
+
+/* A hold of this backend's entry ended at now. */
+void
+dlock_stats_hold_ended(const DlockEntry *e, TimestampTz now)
+{
+	if (!e->counted)
 		return;
-	dlock_stats_count_event(MyDatabaseId, e->key, e->mode, e->name, e->namelen,
-							DLOCK_STAT_RELEASED, 0,
-							GetCurrentTimestamp() - e->since, 0, InvalidOid);
+	count_one(MyDatabaseId, e->key, e->mode, e->name, e->namelen, DLOCK_STAT_RELEASED, 0,
+			  now - e->since, 0, InvalidOid);
 }

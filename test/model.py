@@ -55,6 +55,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import struct
 import sys
 import threading
@@ -1799,6 +1800,14 @@ def main():
         print("not ok - model: seed %d, step %d of the sequence: %s" % (sd, n, v.splitlines()[0]))
         for line in v.splitlines()[1:]:
             print("#   " + line)
+        # what the session the violation names sent, last (the trace file is
+        # not kept where the run was a CI machine's)
+        who = re.search(r"session (\d+)", v)
+        if who:
+            mine = [t for t in h.trace if t.startswith("  s%s pid" % who.group(1))]
+            print("#   session %s's last statements:" % who.group(1))
+            for t in mine[-25:]:
+                print("#   " + t[:300])
         print("#   the last steps:")
         for st in log[-8:]:
             print("#     " + describe(st))

@@ -403,6 +403,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode, TimestampTz since)
 	e->since = since;
 	e->counted = 0;
 	e->foreign = 0;
+	e->precise = 0;
 	e->inuse = 1;
 }
 

@@ -138,7 +138,7 @@ grant_starts_hold(const DlockEntry *e, bool fresh)
 static pg_attribute_always_inline void
 record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xact, bool start,
 			 int64 token, int64 lease_us, const DlockInfo *info, int permit, bool foreign,
-			 TimestampTz at)
+			 TimestampTz at, bool precise)
 {
 	TimestampTz expires = 0;
 
@@ -151,6 +151,7 @@ record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xac
 		dlock_entry_start(ref, name, mode, at);
 		e->token = token;
 		e->permit = (uint16) permit;
+		e->precise = precise;
 		/* its end is counted if its start is (dlock.track_stats may change) */
 		e->counted = dlock_stats_tracking();
 	}
@@ -319,6 +320,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	bool		live;
 	bool		foreign = dlock_foreign_code();
 	TimestampTz at;
+	bool		precise;
 
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
@@ -410,11 +412,15 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 granted:
 	start_hold = grant_starts_hold(e, res == LOCKACQUIRE_OK);
 	/*
-	 * When a new hold began: the cheap clock of the lock path (entries.h),
-	 * or the precise time of the grant after a wait, or with a lease (which
-	 * runs from it, and whose hold the reaper tells by it).
+	 * When a new hold began, and the time of this acquisition for the
+	 * statistics: the cheap clock of the lock path (entries.h), or the
+	 * precise time of the grant after a wait, or with a lease (which runs
+	 * from it, and whose hold the reaper tells by it).  A re-entry without
+	 * statistics needs no time.
 	 */
-	at = (waited_us >= 0 || a->lease_us >= 0) ? GetCurrentTimestamp() : dlock_hold_time();
+	precise = waited_us >= 0 || a->lease_us >= 0;
+	at = precise ? GetCurrentTimestamp() :
+		(start_hold || dlock_stats_tracking()) ? dlock_hold_time() : 0;
 
 	/*
 	 * The lease marker (dlock.h) is held exactly while the entry has session
@@ -426,7 +432,8 @@ granted:
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign, at);
+	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign, at,
+				 precise);
 	if (dlock_stats_tracking())
 		dlock_stats_acquired(name.key, mode, name.utf8, name.len,
 							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION, waited_us, at);
@@ -579,7 +586,7 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
 		if (released && !e->inuse)
-			dlock_stats_hold_ended(e, dlock_hold_time());
+			dlock_stats_hold_ended(e);
 	}
 	return released;
 }
@@ -650,7 +657,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			count++;
 		dlock_entry_end_session(ref);
 		if (released && !e->inuse)
-			dlock_stats_hold_ended(e, dlock_hold_time());
+			dlock_stats_hold_ended(e);
 	}
 	PG_RETURN_INT32(count);
 }

@@ -44,6 +44,9 @@ typedef struct DlockEntry
 	uint8		foreign;		/* a hold of it was taken by code running as
 								 * another role (name.h dlock_code_is_foreign):
 								 * it gets no lease (locks.c) */
+	uint8		precise;		/* since is from the precise clock (a wait, a
+								 * lease), and so is the hold's end
+								 * (entries.h dlock_hold_time) */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
 	uint16		permit;			/* the semaphore permit held (1..); 0: the

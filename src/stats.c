@@ -117,7 +117,7 @@ backend_exit_holds(int code, Datum arg)
 		if (!e->inuse || !e->counted)
 			continue;
 		if (e->nsession + e->nxact > 0 && dlock_entry_lock_held(e))
-			dlock_stats_hold_ended(e, GetCurrentTimestamp());
+			dlock_stats_hold_ended(e);
 		dlock_change_begin(ref);
 		e->counted = 0;
 		dlock_change_end(ref);
@@ -278,12 +278,17 @@ dlock_stats_acquired(int64 key, uint8 mode, const char *name, int namelen, int s
 			  now, InvalidOid);
 }
 
-/* A hold of this backend's entry ended at now. */
+/*
+ * A hold of this backend's entry ended now: timed with the clock its start
+ * was (entries.h dlock_hold_time), so that a length is not two clocks'
+ * difference.
+ */
 void
-dlock_stats_hold_ended(const DlockEntry *e, TimestampTz now)
+dlock_stats_hold_ended(const DlockEntry *e)
 {
 	if (!e->counted)
 		return;
 	count_one(MyDatabaseId, e->key, e->mode, e->name, e->namelen, DLOCK_STAT_RELEASED, 0,
-			  now - e->since, 0, InvalidOid);
+			  (e->precise ? GetCurrentTimestamp() : dlock_hold_time()) - e->since, 0,
+			  InvalidOid);
 }

@@ -31,7 +31,7 @@ extern void dlock_stats_count_event(Oid dbid, int64 key, uint8 mode, const char 
 									TimestampTz now, Oid owner);
 extern void dlock_stats_acquired(int64 key, uint8 mode, const char *name, int namelen,
 								 int scope, int64 waited_us, TimestampTz now);
-extern void dlock_stats_hold_ended(const DlockEntry *e, TimestampTz now);
+extern void dlock_stats_hold_ended(const DlockEntry *e);
 extern void dlock_stats_backend_setup(void);
 extern void dlock_stats_flush(void);
 

@@ -80,7 +80,7 @@ drop_xact_hold(int i)
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
 	if (!e->inuse)
-		dlock_stats_hold_ended(e, dlock_hold_time());
+		dlock_stats_hold_ended(e);
 	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
 }
 

@@ -46,9 +46,9 @@ three permits granted, one per process.  Each hold is checked against
 pg_locks (one permit lock, the one dlock_locks shows) and has its row in
 sem_inside (permit PRIMARY KEY, CHECK 1..3; pid UNIQUE) for as long as it
 lasts, inside a transaction (the xact hold's own, so a rollback or a
-terminate takes the row with it): a second holder of a permit is a unique
-violation, or waits for the first one's row, which lock_timeout = 1ms turns
-into an error.  After every call told "no", every unlock, rollback and error,
+terminate takes the row with it), and the transaction-scope advisory lock
+(SEM_INSIDE_KEY, permit) of the two-integer key space, never one of dlock's:
+a second holder of a permit inside at the same time finds it taken.  After every call told "no", every unlock, rollback and error,
 the session holds nothing of the name (no permit, no turnstile).  Then
 nothing is left in pg_locks, three new sessions get permits 1, 2 and 3 and
 a fourth none.
@@ -642,6 +642,7 @@ SEM_LOCKS = ("locktype = 'advisory' "
              "AND (classid::bigint << 32 | objid::bigint) = dlock_key('%s') "
              "AND (objsubid = 1 OR objsubid >= 1000)" % SEM)
 SEM_SUBIDS = {1: 1, 2: 1002, 3: 1003}
+SEM_INSIDE_KEY = 20240   # pg_try_advisory_xact_lock(SEM_INSIDE_KEY, permit): inside with it
 
 
 def sem_count(what, n=1):
@@ -734,16 +735,20 @@ class SemWorker(threading.Thread):
 
     def inside(self, permit):
         """The hold's row in sem_inside, for as long as the hold lasts (the
-        caller's transaction).  Its constraints make a second holder of the
-        permit, a permit outside 1..3 or a session with two permits an error;
-        a row of another transaction still in progress makes the INSERT wait
-        (and lock_timeout end it): under the rules none is left when the
-        permit is free again, so a wait is a violation too."""
-        self.x("SET LOCAL lock_timeout = '1ms'")
+        caller's transaction).  Its constraints make a permit outside 1..3 or
+        a session with two permits an error.  Another transaction inside with
+        the same permit, not yet ended, is seen without waiting: each holds
+        the transaction-scope advisory lock (SEM_INSIDE_KEY, permit) of the
+        two-integer key space (objsubid 2, never one of dlock's) while it is
+        inside.  (A wait of the INSERT itself is no sign: it may wait for the
+        table's extension or a vacuum's truncation.)"""
+        if self.x("SELECT pg_try_advisory_xact_lock(%s, %s)", (SEM_INSIDE_KEY, permit)) is not True:
+            sem_violation("permit %d of pid %d: another transaction is inside with it"
+                          % (permit, self.pid))
+            raise psycopg2.errors.UniqueViolation("permit %d taken twice" % permit)
         try:
             self.x("INSERT INTO sem_inside (permit, pid) VALUES (%s, %s)", (permit, self.pid))
-        except (psycopg2.errors.UniqueViolation, psycopg2.errors.CheckViolation,
-                psycopg2.errors.LockNotAvailable) as e:
+        except (psycopg2.errors.UniqueViolation, psycopg2.errors.CheckViolation) as e:
             sem_violation("permit %d of pid %d: %s" % (permit, self.pid, str(e).splitlines()[0]))
             raise
         self.pause()

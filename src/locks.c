@@ -1,7 +1,7 @@
 /*
  * locks.c: taking and releasing one named lock, the fast path (the SQL
- * entry points dlock_try, dlock_lock, their _xact forms, dlock_unlock and
- * dlock_unlock_all).  Waiting is lock_wait.c's, several names at once
+ * entry points dlock_try, dlock_lock, their _xact forms and dlock_unlock).
+ * Waiting is lock_wait.c's; several names at once, and dlock_unlock_all,
  * locks_many.c's.
  *
  * Each call hashes the name to a key and goes straight to the lock manager
@@ -54,7 +54,6 @@ PG_FUNCTION_INFO_V1(dlock_lock_ms);
 PG_FUNCTION_INFO_V1(dlock_try_xact_ms);
 PG_FUNCTION_INFO_V1(dlock_lock_xact_ms);
 PG_FUNCTION_INFO_V1(dlock_unlock);
-PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
 bool		dlock_allow_standby_locks = false;
 
@@ -609,55 +608,4 @@ dlock_unlock(PG_FUNCTION_ARGS)
 	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	dlock_backend_init();
 	PG_RETURN_BOOL(unlock_name(&name, mode));
-}
-/* dlock_unlock_all(): every session-scope dlock lock; returns how many */
-Datum
-dlock_unlock_all(PG_FUNCTION_ARGS)
-{
-	int			count = 0;
-	int			n;
-	int			ref;
-
-	dlock_backend_init();
-	n = dlock_entry_nrefs();
-	for (ref = 0; ref < n; ref++)
-	{
-		DlockEntry *e = dlock_entry_at(ref);
-		LOCKTAG		tag;
-		bool		released = false;
-
-		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
-		{
-			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
-			continue;
-		}
-		if (!e->inuse || e->nsession == 0)
-			continue;
-		dlock_entry_drop_stale_session(ref);
-		if (!e->inuse || e->nsession == 0)
-			continue;
-		if (!dlock_entry_lock_held(e))
-		{
-			dlock_entry_forget_stale(ref);
-			continue;
-		}
-		dlock_lease_note_release(e);
-		dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
-		while (e->nsession > 0)
-		{
-			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
-				break;
-			dlock_permit_tag_released(&tag);
-			released = true;
-			dlock_change_begin(ref);
-			e->nsession--;
-			dlock_change_end(ref);
-		}
-		if (released)
-			count++;
-		dlock_entry_end_session(ref);
-		if (released && !e->inuse)
-			dlock_stats_hold_ended(e);
-	}
-	PG_RETURN_INT32(count);
 }

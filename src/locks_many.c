@@ -1,7 +1,8 @@
 /*
  * locks_many.c: several names at once (1.5), dlock_try, dlock_lock and
- * their _xact forms given a text[], and dlock_unlock of a text[].  Each name
- * is taken by locks.c's path for one (dlock_acquire_one).
+ * their _xact forms given a text[], and dlock_unlock of a text[]; and
+ * dlock_unlock_all.  Each name is taken by locks.c's path for one
+ * (dlock_acquire_one).
  *
  * Layer 4 of the map in dlock.h (SQL functions): calls only files
  * listed before it there.
@@ -16,6 +17,8 @@
 #include "leases.h"
 #include "locks.h"
 #include "name.h"
+#include "semaphore.h"
+#include "stats.h"
 #include "subxact.h"
 
 PG_FUNCTION_INFO_V1(dlock_try_many);
@@ -23,6 +26,7 @@ PG_FUNCTION_INFO_V1(dlock_lock_many);
 PG_FUNCTION_INFO_V1(dlock_try_xact_many);
 PG_FUNCTION_INFO_V1(dlock_lock_xact_many);
 PG_FUNCTION_INFO_V1(dlock_unlock_many);
+PG_FUNCTION_INFO_V1(dlock_unlock_all);
 
 /*
  * Several names at once (1.5): dlock_try, dlock_lock and their _xact forms
@@ -208,4 +212,56 @@ dlock_unlock_many(PG_FUNCTION_ARGS)
 	for (int i = 0; i < n; i++)
 		all &= dlock_unlock_one(&names[i], mode);
 	PG_RETURN_BOOL(all);
+}
+
+/* dlock_unlock_all(): every session-scope dlock lock; returns how many */
+Datum
+dlock_unlock_all(PG_FUNCTION_ARGS)
+{
+	int			count = 0;
+	int			n;
+	int			ref;
+
+	dlock_backend_init();
+	n = dlock_entry_nrefs();
+	for (ref = 0; ref < n; ref++)
+	{
+		DlockEntry *e = dlock_entry_at(ref);
+		LOCKTAG		tag;
+		bool		released = false;
+
+		if (ref < dlock_my_cap && ref >= dlock_my_slot->nused)
+		{
+			ref = dlock_my_cap - 1; /* the rest of the slot is unused */
+			continue;
+		}
+		if (!e->inuse || e->nsession == 0)
+			continue;
+		dlock_entry_drop_stale_session(ref);
+		if (!e->inuse || e->nsession == 0)
+			continue;
+		if (!dlock_entry_lock_held(e))
+		{
+			dlock_entry_forget_stale(ref);
+			continue;
+		}
+		dlock_lease_note_release(e);
+		dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
+		while (e->nsession > 0)
+		{
+			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
+				break;
+			dlock_permit_tag_released(&tag);
+			released = true;
+			dlock_change_begin(ref);
+			e->nsession--;
+			dlock_change_end(ref);
+		}
+		if (released)
+			count++;
+		dlock_entry_end_session(ref);
+		if (released && !e->inuse)
+			dlock_stats_hold_ended(e);
+	}
+	PG_RETURN_INT32(count);
 }

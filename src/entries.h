@@ -54,11 +54,11 @@ dlock_backend_init(void)
 
 /*
  * When a hold starts or ends, read cheaply on the lock path: the kernel's
- * coarse clock (its last tick, a few milliseconds at most behind, read
- * without a system call where precise clocks may need one), but never
- * before the start of the statement that asks.  So never later than the
- * true time, and at most a tick before it.  Leases and waits read the
- * precise clock.
+ * coarse clock (the time of its last timer tick, up to two ticks behind on
+ * an idle machine and more on an overloaded one, read without a system call
+ * where precise clocks may need one), but never before the start of the
+ * statement that asks.  So never later than the true time.  Leases and
+ * waits read the precise clock.
  */
 static inline TimestampTz
 dlock_hold_time(void)

@@ -32,8 +32,9 @@ sub with_file
 	my $lines = () = slurp_file($node->logfile, $off) =~ /$log_re/g;
 	for my $i (1 .. 5)
 	{
+		# (waits for the last session's backend, which may still be exiting)
 		($rc, $out, $err) = $node->psql('postgres',
-			"SELECT dlock_try('tok3'); SELECT dlock_token('tok3');");
+			"SELECT dlock_lock('tok3', '10 s'); SELECT dlock_token('tok3');");
 		like($err, qr/lock "tok3" has no fencing token/, "$what: no token for later locks either");
 	}
 	cmp_ok((() = slurp_file($node->logfile, $off) =~ /$log_re/g), '<=', $lines + 1,

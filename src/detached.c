@@ -5,7 +5,7 @@
  * A detached lock is held by a background process on behalf of the role
  * that acquired it (holder.c, waiter.c), not by this session: these
  * functions ask that process (request.c) and, for an acquisition that has
- * to wait, start one (detached_wait.c).  An acquisition is undone if the
+ * to wait, line up for the name and start one (detached_wait.c).  An acquisition is undone if the
  * transaction that made it rolls back (detached_xact.c).
  *
  * Layer 4 of the map in dlock.h (SQL functions): calls only files
@@ -107,13 +107,6 @@ holder_pid(int *procno, const DlockName *name)
 	}
 }
 
-/* The timeout ran out before the lock holder answered (the call returns NULL). */
-static void
-detached_timed_out(const DlockHold *h, TimestampTz start)
-{
-	dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
-}
-
 /*
  * What a detached acquisition asks for besides the name, the same for one
  * name or several: dlock_acquire(name(s), lease, timeout, shared, lease_ms,
@@ -181,12 +174,10 @@ detached_args(FunctionCallInfo fcinfo, const DlockName *name, bool ms, DetachedA
 static int64
 acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 {
-	DlockRequest *r;
 	DlockHold	req;
 	DlockHold  *h;
 	int			pid;
 	int			procno;
-	TimestampTz deadline;
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -223,62 +214,8 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	/* its end and expiry are counted by the holding process if this is */
 	h->counted = dlock_stats_tracking();
 
-	/* the holder may be slow to answer: the timeout bounds that too */
-	deadline = a->timeout_us > 0 ? start + a->timeout_us : 0;
-	dlock_acquired_wait_undos(deadline);
-	if (!dlock_request_idle(&r, deadline))
-	{
-		detached_timed_out(h, start);
-		return 0;
-	}
-	r->op = DLOCK_OP_ACQUIRE;
-	r->lease_us = a->lease_us;
-	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (char *) h + sizeof(pg_atomic_uint32),
-		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
-	if (!dlock_request_send(r, pid, procno, deadline))
-	{
-		detached_timed_out(h, start);
-		return 0;
-	}
-	switch (r->result)
-	{
-		case DLOCK_RES_OK:
-			dlock_acquired_record(false, r->hold_index, r->hold_use);
-			dlock_acquired_count(h, DLOCK_STAT_ACQUIRED, -1);
-			/* from here, an error (a cancel) undoes it with the transaction */
-			DLOCK_FAULT("detached.recorded");
-			return r->token;
-		case DLOCK_RES_BUSY:
-			if (a->timeout_us == 0)
-			{
-				dlock_acquired_count(h, DLOCK_STAT_BUSY, 0);
-				return 0;
-			}
-			return dlock_wait_acquire(name, h, a->timeout_us < 0 ? 0 : start + a->timeout_us,
-									  a->lease_us);
-		case DLOCK_RES_FULL:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cannot acquire detached lock \"%s\": the lock holder holds dlock.max_detached_locks (%d) locks",
-							dlock_display_name(name), dlock_detached->max_holds),
-					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks\" (a restart).")));
-			break;
-		case DLOCK_RES_ROLE_FULL:
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
-							dlock_display_name(name), GetUserNameFromId(h->limit_role, false),
-							(int) r->token),
-					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
-					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
-			break;
-		case DLOCK_RES_NO_TOKEN:
-			dlock_wait_no_token_error(name, r->token);
-			break;
-		default:
-			dlock_error_raise(&r->error);
-	}
-	return 0;					/* not reached */
+	/* asked without waiting, else in line for it and waited for */
+	return dlock_detached_take(name, h, a->lease_us, a->timeout_us, pid, procno, start);
 }
 
 /* dlock_acquire and dlock_acquire_ms (detached_args) -> token, or NULL */

@@ -66,8 +66,9 @@ typedef struct DlockHold
 
 /*
  * Call fn for every detached lock held or awaited, with the pid of the
- * process that holds it and a consistent copy of its hold, which lasts
- * only until fn returns (protocol.c).
+ * process that holds or awaits it (a caller in line: its own) and a
+ * consistent copy of its hold, which lasts only until fn returns
+ * (protocol.c).
  */
 typedef void (*DlockHoldFn) (void *arg, int pid, const DlockHold *h);
 extern void dlock_detached_each(DlockHoldFn fn, void *arg);

@@ -1,8 +1,22 @@
 /*
- * detached_wait.c: a waited detached acquisition, the caller's side (the
- * waiter's: waiter.c).
+ * detached_wait.c: a detached acquisition, the caller's side (the lock
+ * holder's: holder.c; a waiter's: waiter.c): the lock holder is asked for
+ * it without waiting; if it is busy and the call may wait, the caller lines
+ * up for the name, and the first in line starts a waiter process.
  *
- * A waited acquisition (timeout > 0, lock busy) starts a waiter process and
+ * The line (dlock.h DLOCK_SUBID_LINE) is a lock each caller waits for in
+ * its own backend, in the lock manager's queue: first come, first served,
+ * cancellable, within the call's timeout, and seen by the deadlock
+ * detector.  Only the first in line (who holds it) has a waiter process;
+ * it passes the line on once its waiter was granted the lock (or it gave
+ * up), so a name waited for by any number of callers takes at most two
+ * background workers: the waiter of the lock granted last, and the first
+ * in line's.  While anyone is in line, a call that does not wait is
+ * refused and one that waits lines up behind them, as the lock manager
+ * does with its own queue.
+ *
+ * The first in line asks the lock holder again (the lock may be free, or
+ * shared with those before it), and otherwise starts a waiter process and
  * waits for its ticket lock in the lock manager, interruptibly: a cancel, a
  * statement_timeout, a deadlock found from this side or a lost client
  * connection makes this backend give the acquisition up, and the waiter
@@ -26,6 +40,7 @@
 
 #include "dlock.h"
 #include "detached_caller.h"
+#include "locks.h"
 #include "stats.h"
 #include "tokens.h"
 
@@ -35,6 +50,17 @@ int			dlock_max_detached_waiters_per_role = -1;
 static int	waiting_index = -1;
 static uint64 waiting_ticket = 0;
 static BackgroundWorkerHandle *waiting_handle = NULL;
+
+/* this backend's turn in a line: its bucket (counted there), or -1 */
+static int	line_bucket = -1;
+static bool line_first = false; /* first in line: the line lock held */
+static LOCKTAG line_tag;
+static LOCKMODE line_mode;
+
+/* dlock_line_enter */
+#define LINE_FIRST		0		/* first at once: nobody was in line */
+#define LINE_WAITED		1		/* first, after those before */
+#define LINE_TIMEOUT	2		/* the deadline passed in line */
 
 /*
  * The caller gives up waiting (an error, or this backend exits): the waiter
@@ -89,6 +115,35 @@ abandon(int index, uint64 ticket)
 		/* CLAIMED: it finds out before it joins the queue */
 		break;
 	}
+}
+
+/*
+ * While this backend waits in the lock manager (in line, for its ticket), a
+ * client that went away is noticed within a second, as
+ * client_connection_check_interval would notice it: on if it is off.
+ */
+static bool client_checked = false;
+
+static void
+client_check_on(void)
+{
+	if (client_connection_check_interval == 0 && MyProcPort != NULL)
+	{
+		client_checked = true;
+		client_connection_check_interval = 1000;
+		enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
+	}
+}
+
+static void
+client_check_off(void)
+{
+	if (client_checked)
+	{
+		client_connection_check_interval = 0;
+		disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
+	}
+	client_checked = false;
 }
 
 /* dlock.max_detached_waiters_per_role as it applies: -1 is half of the slots. */
@@ -151,7 +206,7 @@ no_worker_error(const DlockName *name)
 			(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 			 errmsg("cannot wait for detached lock \"%s\": no background worker slot is free",
 					dlock_display_name(name)),
-			 errdetail("A detached lock that has to wait is waited for and then held by a background worker of its own; all %d (max_worker_processes) are in use.",
+			 errdetail("The first in line for a detached lock waits through a background worker of its own, which then holds the lock; all %d (max_worker_processes) are in use.",
 					   max_worker_processes),
 			 errhint("Raise max_worker_processes (a restart), or retry later with timeout => '0'.")));
 }
@@ -170,9 +225,9 @@ dlock_wait_no_token_error(const DlockName *name, int64 token)
  * Wait for the lock through a waiter process (waiter.c).  Returns the token,
  * or 0 when the deadline (0: none) passed.
  */
-int64
-dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
-				   int64 lease_us)
+static int64
+wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
+			 int64 lease_us, TimestampTz start)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -181,11 +236,9 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 	uint64		ticket;
 	LOCKTAG		ticket_tag;
 	int			saved_lock_timeout = LockTimeout;
-	volatile bool check_client = false;
 	volatile bool timed_out = false;
 	uint32		st;
 	int64		token;
-	TimestampTz start = GetCurrentTimestamp();
 
 	/* a wait an error left behind (never expected): given up first */
 	if (waiting_index >= 0)
@@ -206,7 +259,7 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 				 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
 						dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
 						role_waiters_limit()),
-				 errdetail("Each waited detached lock takes a background worker slot until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
+				 errdetail("The first in line for each name takes a background worker slot, and so does each detached lock that had to wait, until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
 				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
 	}
 	w->caller_pid = MyProcPid;
@@ -281,19 +334,10 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 			 */
 			dlock_ticket_locktag(&ticket_tag, tmpl->dbid, ticket);
 			LockTimeout = 0;
-			if (client_connection_check_interval == 0 && MyProcPort != NULL)
-			{
-				check_client = true;
-				client_connection_check_interval = 1000;
-				enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
-			}
+			client_check_on();
 			(void) LockAcquire(&ticket_tag, ExclusiveLock, false, false);
 			LockRelease(&ticket_tag, ExclusiveLock, false);
-			if (check_client)
-			{
-				client_connection_check_interval = 0;
-				disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
-			}
+			client_check_off();
 			LockTimeout = saved_lock_timeout;
 
 			/* a waiter that died after letting go of the ticket: its last word */
@@ -305,11 +349,7 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 	PG_CATCH();
 	{
 		LockTimeout = saved_lock_timeout;
-		if (check_client)
-		{
-			client_connection_check_interval = 0;
-			disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
-		}
+		client_check_off();
 		/* (still set meanwhile: a FATAL inside has dlock_wait_exit finish it) */
 		abandon(index, ticket);
 		waiting_index = -1;
@@ -379,6 +419,270 @@ dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz dea
 	return 0;					/* not reached */
 }
 
+/* This backend's place in line (indexed like its request). */
+static DlockLine *
+my_line(void)
+{
+	int			procno = GetNumberFromPGProc(MyProc);
+
+	if (procno >= dlock_detached->nrequests)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("detached locks cannot be used from this kind of process")));
+	return dlock_line(procno);
+}
+
+/* Not shown in line any more. */
+static void
+line_unshow(void)
+{
+	DlockLine  *l = my_line();
+
+	if (l->pid == 0)
+		return;
+	dlock_hold_begin(&l->hold);
+	l->hold.state = DLOCK_HOLD_FREE;
+	dlock_hold_end(&l->hold);
+	l->pid = 0;
+}
+
+/*
+ * The turn ends: the line passes to the next (the lock manager wakes it),
+ * and this backend is no longer counted in it.  Nothing here can fail.
+ */
+static void
+line_leave(void)
+{
+	if (line_bucket < 0)
+		return;
+	if (line_first)
+		LockRelease(&line_tag, line_mode, true);
+	line_first = false;
+	line_unshow();
+	pg_atomic_fetch_sub_u32(&dlock_detached->in_line[line_bucket], 1);
+	line_bucket = -1;
+}
+
+/*
+ * Is anyone in line for h's name?  Looked at only where the bucket counts
+ * someone: the line in share mode, which a caller in line (waiting for it,
+ * or first and holding it) keeps us from.
+ */
+static bool
+line_taken(const DlockHold *h)
+{
+	LOCKTAG		tag;
+
+	if (pg_atomic_read_u32(&dlock_detached->in_line[dlock_line_bucket(h->dbid, h->key)]) == 0)
+		return false;
+	dlock_set_line_tag(&tag, h->dbid, h->key);
+	if (LockAcquire(&tag, ShareLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	LockRelease(&tag, ShareLock, true);
+	return false;
+}
+
+/*
+ * Line up for h's name until first in line, or the deadline (0: none):
+ * LINE_FIRST, LINE_WAITED or LINE_TIMEOUT (out of line again).  The wait is
+ * the lock manager's, with the call's deadline, not lock_timeout; an error
+ * (a cancel, statement_timeout, a deadlock) leaves the line and is counted.
+ */
+static int
+line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
+		   TimestampTz start)
+{
+	DlockLine  *l = my_line();
+	int			saved_lock_timeout = LockTimeout;
+	int64		timeout_us = -1;
+	volatile LockAcquireResult res;
+
+	line_leave();				/* a turn an error left (never expected) */
+	dlock_set_line_tag(&line_tag, h->dbid, h->key);
+	line_mode = DLOCK_LINE_MODE(h->mode);
+	line_bucket = dlock_line_bucket(h->dbid, h->key);
+	/* a full barrier: a caller that looks after this looks at the line */
+	pg_atomic_fetch_add_u32(&dlock_detached->in_line[line_bucket], 1);
+	if (LockAcquire(&line_tag, line_mode, true, true) != LOCKACQUIRE_NOT_AVAIL)
+	{
+		line_first = true;
+		return LINE_FIRST;
+	}
+
+	/* shown as waiting for the lock, by this backend, while in line */
+	dlock_hold_begin(&l->hold);
+	memcpy((char *) &l->hold + sizeof(pg_atomic_uint32),
+		   (const char *) h + sizeof(pg_atomic_uint32),
+		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	l->hold.state = DLOCK_HOLD_WAITING;
+	l->hold.since = GetCurrentTimestamp();
+	l->hold.token = 0;
+	dlock_hold_end(&l->hold);
+	l->pid = MyProcPid;
+
+	if (deadline != 0)
+		timeout_us = Max(deadline - l->hold.since, 0);
+	PG_TRY();
+	{
+		LockTimeout = 0;
+		client_check_on();
+		DLOCK_FAULT("detached.line");
+		res = dlock_wait_for_lock(&line_tag, line_mode, false, true, timeout_us, -1, name,
+								  h->mode, start, NULL);
+		client_check_off();
+		LockTimeout = saved_lock_timeout;
+	}
+	PG_CATCH();
+	{
+		client_check_off();
+		LockTimeout = saved_lock_timeout;
+		line_leave();
+		dlock_acquired_count(h, dlock_stat_wait_error(geterrcode()),
+							 GetCurrentTimestamp() - start);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	line_unshow();
+	if (res == LOCKACQUIRE_NOT_AVAIL)
+	{
+		line_leave();
+		return LINE_TIMEOUT;
+	}
+	line_first = true;
+	return LINE_WAITED;
+}
+
+/* dlock_ask_to_acquire */
+#define ASKED_OK		0
+#define ASKED_BUSY		1
+#define ASKED_TIMEOUT	2
+
+/*
+ * Ask the lock holder (pid, procno) for h without waiting: ASKED_OK with
+ * *token (recorded with the transaction, counted), ASKED_BUSY (not
+ * counted: the caller's next step is), or ASKED_TIMEOUT (it did not answer
+ * before the deadline: counted).  Its refusals are errors.
+ */
+static int
+ask_to_acquire(const DlockName *name, const DlockHold *h, int64 lease_us, int pid,
+			   int procno, TimestampTz deadline, TimestampTz start, int64 *token)
+{
+	DlockRequest *r;
+
+	if (!dlock_request_idle(&r, deadline))
+	{
+		dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+		return ASKED_TIMEOUT;
+	}
+	r->op = DLOCK_OP_ACQUIRE;
+	r->lease_us = lease_us;
+	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (const char *) h + sizeof(pg_atomic_uint32),
+		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	if (!dlock_request_send(r, pid, procno, deadline))
+	{
+		dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+		return ASKED_TIMEOUT;
+	}
+	switch (r->result)
+	{
+		case DLOCK_RES_OK:
+			dlock_acquired_record(false, r->hold_index, r->hold_use);
+			dlock_acquired_count(h, DLOCK_STAT_ACQUIRED, -1);
+			/* from here, an error (a cancel) undoes it with the transaction */
+			DLOCK_FAULT("detached.recorded");
+			*token = r->token;
+			return ASKED_OK;
+		case DLOCK_RES_BUSY:
+			return ASKED_BUSY;
+		case DLOCK_RES_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot acquire detached lock \"%s\": the lock holder holds dlock.max_detached_locks (%d) locks",
+							dlock_display_name(name), dlock_detached->max_holds),
+					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks\" (a restart).")));
+			break;
+		case DLOCK_RES_ROLE_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("cannot acquire detached lock \"%s\": role \"%s\" holds dlock.max_detached_locks_per_role (%d) locks",
+							dlock_display_name(name), GetUserNameFromId(h->limit_role, false),
+							(int) r->token),
+					 errdetail("The lock holder keeps room for other roles' detached locks; they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
+					 errhint("Release detached locks that are no longer needed, or raise \"dlock.max_detached_locks_per_role\" (in postgresql.conf, then a reload).")));
+			break;
+		case DLOCK_RES_NO_TOKEN:
+			dlock_wait_no_token_error(name, r->token);
+			break;
+		default:
+			dlock_error_raise(&r->error);
+	}
+	return ASKED_BUSY;			/* not reached */
+}
+
+/*
+ * Acquire h (lease_us; timeout_us: -1 no limit, 0 do not wait) from the
+ * lock holder (pid, procno): at once, else in line and through a waiter.
+ * The token, or 0 if not acquired (busy, or the deadline).
+ */
+int64
+dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
+					int64 timeout_us, int pid, int procno, TimestampTz start)
+{
+	TimestampTz deadline = timeout_us > 0 ? start + timeout_us : 0;
+	volatile int64 token = 0;
+	volatile bool asked = false;
+	int			line;
+
+	/* the holder may be slow to answer: the timeout bounds that too */
+	dlock_acquired_wait_undos(deadline);
+	/* those in line go first: a try is refused, a wait lines up behind them */
+	if (!line_taken(h))
+	{
+		int64		t = 0;
+
+		switch (ask_to_acquire(name, h, lease_us, pid, procno, deadline, start, &t))
+		{
+			case ASKED_OK:
+				return t;
+			case ASKED_TIMEOUT:
+				return 0;
+		}
+		asked = true;
+	}
+	if (timeout_us == 0)
+	{
+		dlock_acquired_count(h, DLOCK_STAT_BUSY, 0);
+		return 0;
+	}
+	line = line_enter(name, h, deadline, start);
+	if (line == LINE_TIMEOUT)
+	{
+		dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+		return 0;
+	}
+	PG_TRY();
+	{
+		int64		t = 0;
+		int			a = ASKED_BUSY;
+
+		DLOCK_FAULT("detached.first");
+		/* after others (or not asked yet): free now, or shared with them? */
+		if (line == LINE_WAITED || !asked)
+			a = ask_to_acquire(name, h, lease_us, pid, procno, deadline, start, &t);
+		if (a == ASKED_BUSY)
+			t = wait_acquire(name, h, deadline, lease_us, start);
+		token = t;
+	}
+	PG_CATCH();
+	{
+		line_leave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	line_leave();
+	return token;
+}
+
 /* At exit (detached.c): a waited acquisition in progress is given up. */
 void
 dlock_wait_exit(void)
@@ -386,4 +690,11 @@ dlock_wait_exit(void)
 	if (waiting_index >= 0)
 		abandon(waiting_index, waiting_ticket);
 	waiting_index = -1;
+
+	/*
+	 * Out of line; the lock manager releases the line itself, as it
+	 * releases every session lock at exit.
+	 */
+	line_first = false;
+	line_leave();
 }

@@ -152,7 +152,7 @@ _PG_init(void)
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("dlock.max_detached_waiters_per_role",
-							"Waited detached acquisitions (each a background worker) one role has at most.",
+							"Background workers one role's detached locks take at most (the first in line for a name, a lock that had to wait).",
 							"-1 (the default) is half of max_worker_processes, so that no single role "
 							"can take every background worker slot.",
 							&dlock_max_detached_waiters_per_role,

@@ -113,6 +113,17 @@ typedef enum DlockMode
 #define DLOCK_MARKER_MODE	AccessShareLock
 
 /*
+ * The line of a name's waited detached acquisitions (1.6, detached_wait.c):
+ * callers wait for it in their own backends, in the lock manager's queue,
+ * first come first served; the one that holds it is first in line and the
+ * only one with a waiter process.  Taken in DLOCK_LINE_MODE(mode) of the
+ * acquisition: both conflict with each other and themselves, and pg_locks
+ * tells the two apart.
+ */
+#define DLOCK_SUBID_LINE	6
+#define DLOCK_LINE_MODE(m)	((m) == DLOCK_SHARED ? ShareRowExclusiveLock : ExclusiveLock)
+
+/*
  * Semaphores (1.5, semaphore.c): permit 1 of a name is the name's own lock
  * (objsubid 1); permit p > 1 is objsubid 1000 + p, and 1000 is the name's
  * turnstile, the queue its waiters for a permit line up in.

@@ -142,10 +142,21 @@ dlock_count_wait_end(const DlockName *name, uint8 mode, int event, TimestampTz s
 						  (DlockStatEvent) event, 0, GetCurrentTimestamp() - start, 0);
 }
 
+/* The same, for a wait of an entry (ref >= 0); a caller without one counts its own. */
+static void
+count_entry_wait_end(int ref, const DlockName *name, uint8 mode, int event, TimestampTz start)
+{
+	if (ref >= 0)
+		dlock_count_wait_end(name, mode, event, start);
+}
+
 /*
  * Wait in the lock manager's queue.  With a timeout, lock_timeout is set to
  * it for this one wait and its expiry is turned into "not available"; any
  * other error (deadlock, cancel, statement_timeout) goes to the caller.
+ * The entry ref shows the wait, and an end without the lock is counted;
+ * ref -1: neither (a caller in the line of a detached lock, which has its
+ * own record and counts the whole acquisition).
  *
  * Why catching the lock-timeout error here, without a subtransaction, is
  * safe on 15, 17 and 18 alike: the error is raised by ProcessInterrupts
@@ -174,7 +185,8 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 	bool		stmt_armed = get_timeout_active(STATEMENT_TIMEOUT);
 	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
 
-	dlock_set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION, info);
+	if (ref >= 0)
+		dlock_set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION, info);
 	if (timeout_us >= 0)
 		watch_sigint();
 	PG_TRY();
@@ -202,7 +214,8 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 
 		unwatch_sigint();
 		LockTimeout = saved_timeout;
-		dlock_set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
+		if (ref >= 0)
+			dlock_set_waiting(ref, name, mode, DLOCK_WAIT_NONE, NULL);
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
 
@@ -215,7 +228,7 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 			FreeErrorData(edata);
 			FlushErrorState();
 			release_if_held(tag, lockmode, !session);
-			dlock_count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
+			count_entry_wait_end(ref, name, mode, DLOCK_STAT_CANCEL, start);
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("canceling statement due to user request")));
@@ -230,7 +243,7 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 			 * one would outlive it, unrecorded.
 			 */
 			release_if_held(tag, lockmode, !session);
-			dlock_count_wait_end(name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
+			count_entry_wait_end(ref, name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
 			FreeErrorData(edata);
 			PG_RE_THROW();
 		}
@@ -246,7 +259,7 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 		if (stmt_armed && GetCurrentTimestamp() >= stmt_deadline)
 		{
 			release_if_held(tag, lockmode, !session);
-			dlock_count_wait_end(name, mode, DLOCK_STAT_CANCEL, start);
+			count_entry_wait_end(ref, name, mode, DLOCK_STAT_CANCEL, start);
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("canceling statement due to statement timeout")));

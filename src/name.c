@@ -111,6 +111,14 @@ dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key)
 						 DLOCK_SUBID_TURNSTILE);
 }
 
+/* The line of a name's waited detached acquisitions (dlock.h). */
+void
+dlock_set_line_tag(LOCKTAG *tag, Oid dbid, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
+						 DLOCK_SUBID_LINE);
+}
+
 /* The lease marker of a session hold of (key, mode) (dlock.h). */
 void
 dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode)

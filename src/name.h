@@ -89,6 +89,7 @@ dlock_set_locktag(LOCKTAG *tag, int64 key)
 }
 extern void dlock_set_permit_tag(LOCKTAG *tag, Oid dbid, int64 key, int permit);
 extern void dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key);
+extern void dlock_set_line_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
 
 /* arguments */

@@ -23,12 +23,14 @@ DlockDetachedShared *dlock_detached = NULL;
 int			dlock_max_detached_locks = 1000;
 
 static Size
-layout(Size *requests_off, Size *holds_off, Size *waiters_off, Size *fates_off)
+layout(Size *requests_off, Size *lines_off, Size *holds_off, Size *waiters_off, Size *fates_off)
 {
 	Size		size = MAXALIGN(sizeof(DlockDetachedShared));
 
 	*requests_off = size;
 	size = add_size(size, mul_size(MaxBackends, sizeof(DlockRequest)));
+	*lines_off = size = MAXALIGN(size);
+	size = add_size(size, mul_size(MaxBackends, sizeof(DlockLine)));
 	*holds_off = size = MAXALIGN(size);
 	size = add_size(size, mul_size(dlock_max_detached_locks, sizeof(DlockHold)));
 	*waiters_off = size = MAXALIGN(size);
@@ -43,9 +45,10 @@ dlock_protocol_shmem_size(void)
 	Size		a,
 				b,
 				c,
-				d;
+				d,
+				e;
 
-	return layout(&a, &b, &c, &d);
+	return layout(&a, &b, &c, &d, &e);
 }
 
 /* At start-up, with AddinShmemInitLock held (shmem.c). */
@@ -61,7 +64,7 @@ dlock_protocol_shmem_init(void)
 	if (found)
 		return;
 	memset(s, 0, dlock_protocol_shmem_size());
-	(void) layout(&s->requests_off, &s->holds_off, &s->waiters_off, &s->fates_off);
+	(void) layout(&s->requests_off, &s->lines_off, &s->holds_off, &s->waiters_off, &s->fates_off);
 	s->holder_pid = 0;
 	s->holder_procno = -1;
 	s->nrequests = MaxBackends;
@@ -73,7 +76,11 @@ dlock_protocol_shmem_init(void)
 	{
 		pg_atomic_init_u32(&dlock_request(i)->state, DLOCK_REQ_IDLE);
 		pg_atomic_init_u32(&dlock_request(i)->sleeping, 0);
+		dlock_line(i)->pid = 0;
+		pg_atomic_init_u32(&dlock_line(i)->hold.changecount, 0);
 	}
+	for (i = 0; i < DLOCK_LINE_BUCKETS; i++)
+		pg_atomic_init_u32(&s->in_line[i], 0);
 	for (i = 0; i < s->max_holds; i++)
 	{
 		pg_atomic_init_u32(&dlock_hold(i)->changecount, 0);
@@ -183,7 +190,7 @@ hold_read(DlockHold *src, DlockHold *copy)
 	}
 }
 
-/* (detached.h) The lock holder's, then each waiter's. */
+/* (detached.h) The lock holder's, each waiter's, then each caller's in line. */
 void
 dlock_detached_each(DlockHoldFn fn, void *arg)
 {
@@ -215,13 +222,26 @@ dlock_detached_each(DlockHoldFn fn, void *arg)
 		if (hold.state != DLOCK_HOLD_FREE)
 			fn(arg, pid, &hold);
 	}
+	/* the callers in line, as waiting */
+	for (i = 0; i < dlock_detached->nrequests; i++)
+	{
+		DlockLine  *l = dlock_line(i);
+
+		pid = l->pid;
+		if (pid == 0 || l->hold.state == DLOCK_HOLD_FREE)
+			continue;
+		hold_read(&l->hold, &hold);
+		if (hold.state != DLOCK_HOLD_FREE)
+			fn(arg, pid, &hold);
+	}
 }
 
 #ifdef DLOCK_FAULTS
 /*
  * dlock_fault_leaks(): what the shared tables have in use, as one line:
  * waiter blocks not free, requests not idle, the lock holder's holds in
- * use, undos not yet done, and callers in line for a semaphore's permit.
+ * use, undos not yet done, and callers in line (for a semaphore's permit,
+ * and for a detached lock: counted, and places taken).
  * After a fault has settled, each must match
  * what the view shows (test/faults.py).
  */
@@ -234,6 +254,7 @@ dlock_fault_leaks(PG_FUNCTION_ARGS)
 	int			requests = 0;
 	int			holds = 0;
 	int			undos = 0;
+	int			in_line = 0;
 	int			i;
 	char		buf[128];
 
@@ -252,8 +273,13 @@ dlock_fault_leaks(PG_FUNCTION_ARGS)
 			DLOCK_FATE_STATE(pg_atomic_read_u64(dlock_hold_fate(i))) == DLOCK_FATE_UNDO_QUIET)
 			undos++;
 	}
+	for (i = 0; i < DLOCK_LINE_BUCKETS; i++)
+		in_line += (int) pg_atomic_read_u32(&dlock_detached->in_line[i]);
+	for (i = 0; i < dlock_detached->nrequests; i++)
+		if (dlock_line(i)->pid != 0)
+			in_line++;
 	snprintf(buf, sizeof(buf), "waiters=%d requests=%d holds=%d undos=%d in_line=%d",
-			 waiters, requests, holds, undos, dlock_permit_in_line());
+			 waiters, requests, holds, undos, in_line + dlock_permit_in_line());
 	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }
 #endif

@@ -172,6 +172,30 @@ dlock_waiter_move(DlockWaiter *w, uint64 ticket, uint32 from, uint32 to)
 	return pg_atomic_compare_exchange_u64(&w->tstate, &expected, DLOCK_W_PACK(ticket, to));
 }
 
+/*
+ * A backend's place in the line of a name's waited detached acquisitions
+ * (dlock.h DLOCK_SUBID_LINE), one per backend (indexed like the requests):
+ * what it waits for, for the view, while it waits for the line.  Written
+ * only by its backend, inside the hold's change counter.
+ */
+typedef struct DlockLine
+{
+	int			pid;			/* 0: not in line */
+	DlockHold	hold;			/* state WAITING while in line */
+} DlockLine;
+
+/*
+ * Callers in line, counted per bucket of names (dlock_line_bucket), so that
+ * an acquisition looks at a name's line only when someone may be in it.
+ */
+#define DLOCK_LINE_BUCKETS 256
+
+static inline int
+dlock_line_bucket(Oid dbid, int64 key)
+{
+	return (int) (((uint64) key ^ ((uint64) key >> 32) ^ dbid) % DLOCK_LINE_BUCKETS);
+}
+
 typedef struct DlockExpired
 {
 	Oid			dbid;
@@ -182,7 +206,7 @@ typedef struct DlockExpired
 
 /*
  * The protocol's part of shared memory (protocol.c): this header, then a
- * request per backend, the lock holder's holds, a waiter block per
+ * request and a place in line per backend, the lock holder's holds, a waiter block per
  * background worker slot, and a fate word per hold.  Each array starts at
  * the offset the header records.
  */
@@ -198,7 +222,9 @@ typedef struct DlockDetachedShared
 	slock_t		expired_lock;
 	int			expired_next;
 	DlockExpired expired[DLOCK_EXPIRED_RING];
+	pg_atomic_uint32 in_line[DLOCK_LINE_BUCKETS];	/* callers in line */
 	Size		requests_off;	/* DlockRequest[nrequests] */
+	Size		lines_off;		/* DlockLine[nrequests] */
 	Size		holds_off;		/* DlockHold[max_holds] */
 	Size		waiters_off;	/* DlockWaiter[nwaiters] */
 	Size		fates_off;		/* pg_atomic_uint64[max_holds] */
@@ -208,6 +234,8 @@ extern DlockDetachedShared *dlock_detached;
 
 #define dlock_request(i) \
 	(&((DlockRequest *) ((char *) dlock_detached + dlock_detached->requests_off))[i])
+#define dlock_line(i) \
+	(&((DlockLine *) ((char *) dlock_detached + dlock_detached->lines_off))[i])
 #define dlock_hold(i) \
 	(&((DlockHold *) ((char *) dlock_detached + dlock_detached->holds_off))[i])
 #define dlock_waiter(i) \

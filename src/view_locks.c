@@ -399,6 +399,39 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 }
 
 /*
+ * A caller in the line of a detached lock (dlock.h DLOCK_SUBID_LINE): a
+ * wait for the lock, in the mode of its line, shown from its place in line.
+ * The first in line holds the line: its waiter process shows the wait.
+ */
+static void
+put_line_wait(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool granted)
+{
+	NameKey		k;
+	NameRow    *row;
+	ListCell   *lc;
+
+	if (granted)
+		return;
+	k.pid = l->pid;
+	k.dbid = l->locktag.locktag_field1;
+	k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
+	k.mode = lockmode == DLOCK_LINE_MODE(DLOCK_SHARED) ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	row = name_find(call->names, &k, false);
+	if (row == NULL)
+		return;					/* in line after the names were read */
+	foreach(lc, row->holds)
+	{
+		const DlockHold *h = (const DlockHold *) lfirst(lc);
+
+		if (h->state == DLOCK_HOLD_WAITING)
+		{
+			put_lock(call, l, &k, DlockLockMode(k.mode), false, NULL, h, 0);
+			return;
+		}
+	}
+}
+
+/*
  * The rows of one process's hold of, or wait for, a lock in one mode: one
  * per detached hold it has of it (the lock holder holds one lock for every
  * shared acquisition), else one, named by the backend's entry if it has one
@@ -420,6 +453,11 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 
 	if (turnstile)
 		granted = false;
+	if (subid == DLOCK_SUBID_LINE)
+	{
+		put_line_wait(call, l, lockmode, granted);
+		return;
+	}
 
 	k.pid = l->pid;
 	k.dbid = l->locktag.locktag_field1;
@@ -504,8 +542,8 @@ note_markers(NameTable *names, const LockData *ld)
 }
 
 /*
- * dlock_locks(): every advisory lock of dlock's key space (objsubid 1, and
- * a semaphore's permits and turnstile) the lock manager has, one row per process and mode held or awaited, as
+ * dlock_locks(): every advisory lock of dlock's key space (objsubid 1, a
+ * semaphore's permits and turnstile, the line of a detached lock) the lock manager has, one row per process and mode held or awaited, as
  * pg_locks shows them, with the dlock name and the rest of the view's
  * columns.
  */
@@ -544,6 +582,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 
 		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
 			(l->locktag.locktag_field4 != DLOCK_SUBID_KEY &&
+			 l->locktag.locktag_field4 != DLOCK_SUBID_LINE &&
 			 (l->locktag.locktag_field4 < DLOCK_SUBID_TURNSTILE ||
 			  l->locktag.locktag_field4 > DLOCK_SUBID_TURNSTILE + DLOCK_PERMITS_MAX)) ||
 			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD)

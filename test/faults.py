@@ -412,6 +412,59 @@ def sc_detached_wait_cancel(run, point, pid):
     sc_detached_wait(run, point, pid, cancel=True)
 
 
+def sc_detached_line(run, point, pid, cancel=False):
+    """A waited detached acquisition in line behind another: a fault while
+    it waits for the line (detached.line) or once it is first in line
+    (detached.first).  Its answer must be the truth, the one before it and
+    the one behind it get theirs in turn, and nothing is left in line."""
+    obs, a, b, c, d = server_conn(), connect("dlock-faults-a"), connect(), connect(), connect()
+    apid = pid_of(a)
+    tb = q(b, "SELECT dlock_acquire('f', '30s')")
+    first = Call(c, "SELECT dlock_acquire('f', '30s', timeout => '10s')")
+    first.start()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'dlock waiter'") > 0, 5)
+    arm(point, run.action, apid if pid == "caller" else 0)
+    call = Call(a, "SELECT dlock_acquire('f', '30s', timeout => '10s')")
+    call.start()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE objsubid = 6 AND NOT granted") > 0, 3)
+    behind = Call(d, "SELECT dlock_acquire('f', '30s', timeout => '10s')")
+    behind.start()
+    time.sleep(0.3)
+    if cancel:
+        try_q(obs, "SELECT pg_cancel_backend(%s)", (apid,))
+        time.sleep(0.2)
+    try_q(b, "SELECT dlock_release('f', %s)" % tb)
+    first.join(20)
+    if first.answer is None and run.action != "kill":
+        run.bad("the first in line was told %s" % (first.error.pgcode if first.error else "NULL"))
+    time.sleep(0.3)
+    try_q(obs, "SELECT dlock_release('f', %s)" % first.answer)
+    # the lock may be free now, but the line is not empty: no jumping it
+    # (a stall at detached.first is that moment, drawn out)
+    probe, _ = try_q(obs, "SELECT dlock_acquire('f', '30s')")
+    if probe is not None:
+        run.bad("an acquisition without a wait jumped the line")
+        try_q(obs, "SELECT dlock_release('f', %s)" % probe)
+    call.join(20)
+    # what a holds is told by its application_name: d may hold the name
+    held = q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f' AND scope = 'detached' AND granted "
+                  "AND application_name = 'dlock-faults-a'")
+    if run.action != "kill" and held != (1 if call.answer is not None else 0):
+        run.bad("told %s, and %s detached holds of a" % (call.answer if call.error is None else call.error.pgcode,
+                                                        held))
+    if call.answer is not None:
+        try_q(obs, "SELECT dlock_release('f', %s)" % call.answer)
+    behind.join(20)
+    if behind.answer is None and run.action != "kill":
+        run.bad("the one behind was told %s" % (behind.error.pgcode if behind.error else "NULL"))
+    release_all_detached()
+    close(a, b, c, d, obs)
+
+
+def sc_detached_line_cancel(run, point, pid):
+    sc_detached_line(run, point, pid, cancel=True)
+
+
 def sc_cancel_then_next(run, point, pid):
     """The holder stalls on an acquisition whose caller is cancelled; the
     caller's next call (a release of another lock) must not be mixed into
@@ -752,6 +805,8 @@ SCENARIOS = {
     "detached.undo": [(sc_detached_undo, "caller", ("stall", "fatal", "kill"))],
     "detached.ticket": [(sc_detached_wait, "caller", ALL)],
     "detached.waiting": [(sc_detached_wait, "caller", ALL), (sc_detached_wait_cancel, "caller", ALL)],
+    "detached.line": [(sc_detached_line, "caller", ALL), (sc_detached_line_cancel, "caller", ("stall",))],
+    "detached.first": [(sc_detached_line, "caller", ALL)],
     "holder.claimed": [(sc_detached, "holder", NO_CANCEL)],
     "holder.acquire": [(sc_detached, "holder", NO_CANCEL)],
     "holder.granted": [(sc_detached, "holder", NO_CANCEL)],

@@ -10,6 +10,7 @@
 #include "protocol.h"
 
 /* request.c */
+extern int	dlock_request_procno(void);
 extern bool dlock_request_idle(DlockRequest **rp, TimestampTz deadline);
 extern bool dlock_request_send(DlockRequest *r, int target_pid, int target_procno,
 							   TimestampTz deadline);

@@ -423,13 +423,7 @@ wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 static DlockLine *
 my_line(void)
 {
-	int			procno = GetNumberFromPGProc(MyProc);
-
-	if (procno >= dlock_detached->nrequests)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("detached locks cannot be used from this kind of process")));
-	return dlock_line(procno);
+	return dlock_line(dlock_request_procno());
 }
 
 /* Not shown in line any more. */
@@ -494,8 +488,8 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 {
 	DlockLine  *l = my_line();
 	int			saved_lock_timeout = LockTimeout;
-	int64		timeout_us = -1;
-	volatile LockAcquireResult res;
+	volatile LockAcquireResult res = LOCKACQUIRE_NOT_AVAIL;
+	volatile bool first = false;
 
 	line_leave();				/* a turn an error left (never expected) */
 	dlock_set_line_tag(&line_tag, h->dbid, h->key);
@@ -503,34 +497,39 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 	line_bucket = dlock_line_bucket(h->dbid, h->key);
 	/* a full barrier: a caller that looks after this looks at the line */
 	pg_atomic_fetch_add_u32(&dlock_detached->in_line[line_bucket], 1);
-	if (LockAcquire(&line_tag, line_mode, true, true) != LOCKACQUIRE_NOT_AVAIL)
-	{
-		line_first = true;
-		return LINE_FIRST;
-	}
-
-	/* shown as waiting for the lock, by this backend, while in line */
-	dlock_hold_begin(&l->hold);
-	memcpy((char *) &l->hold + sizeof(pg_atomic_uint32),
-		   (const char *) h + sizeof(pg_atomic_uint32),
-		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
-	l->hold.state = DLOCK_HOLD_WAITING;
-	l->hold.since = GetCurrentTimestamp();
-	l->hold.token = 0;
-	dlock_hold_end(&l->hold);
-	l->pid = MyProcPid;
-
-	if (deadline != 0)
-		timeout_us = Max(deadline - l->hold.since, 0);
 	PG_TRY();
 	{
-		LockTimeout = 0;
-		client_check_on();
 		DLOCK_FAULT("detached.line");
-		res = dlock_wait_for_lock(&line_tag, line_mode, false, true, timeout_us, -1, name,
-								  h->mode, start, NULL);
-		client_check_off();
-		LockTimeout = saved_lock_timeout;
+		/* (a full lock table raises here: out of line again, below) */
+		if (LockAcquire(&line_tag, line_mode, true, true) != LOCKACQUIRE_NOT_AVAIL)
+			first = true;
+		else
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			/* shown as waiting for the lock, by this backend, while in line */
+			dlock_hold_begin(&l->hold);
+			memcpy((char *) &l->hold + sizeof(pg_atomic_uint32),
+				   (const char *) h + sizeof(pg_atomic_uint32),
+				   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+			l->hold.state = DLOCK_HOLD_WAITING;
+			l->hold.since = now;
+			l->hold.token = 0;
+			dlock_hold_end(&l->hold);
+			l->pid = MyProcPid;
+
+			/* the deadline may be spent already (a slow holder, earlier names) */
+			if (deadline == 0 || deadline > now)
+			{
+				LockTimeout = 0;
+				client_check_on();
+				res = dlock_wait_for_lock(&line_tag, line_mode, false, true,
+										  deadline == 0 ? -1 : deadline - now, -1, name,
+										  h->mode, start, NULL);
+				client_check_off();
+				LockTimeout = saved_lock_timeout;
+			}
+		}
 	}
 	PG_CATCH();
 	{
@@ -542,6 +541,11 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+	if (first)
+	{
+		line_first = true;
+		return LINE_FIRST;
+	}
 	line_unshow();
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
@@ -550,6 +554,25 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 	}
 	line_first = true;
 	return LINE_WAITED;
+}
+
+/*
+ * Does this session hold h's name in shared mode itself, and ask for a
+ * shared lock of it?  Then its waiter goes to the lock's queue without
+ * lining up: there the deadlock detector lets it pass an exclusive waiter
+ * that waits for this session (as it lets a session that reads already read
+ * again), where a wait in line behind that exclusive one would be a
+ * deadlock.
+ */
+static bool
+reads_already(const DlockHold *h)
+{
+	LOCKTAG		tag;
+
+	if (h->mode != DLOCK_SHARED || h->permits > 1)
+		return false;
+	dlock_set_permit_tag(&tag, h->dbid, h->key, 0);
+	return dlock_lock_held_by_me(&tag, ShareLock);
 }
 
 /* dlock_ask_to_acquire */
@@ -631,12 +654,13 @@ dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
 	TimestampTz deadline = timeout_us > 0 ? start + timeout_us : 0;
 	volatile int64 token = 0;
 	volatile bool asked = false;
+	bool		reader = reads_already(h);
 	int			line;
 
 	/* the holder may be slow to answer: the timeout bounds that too */
 	dlock_acquired_wait_undos(deadline);
 	/* those in line go first: a try is refused, a wait lines up behind them */
-	if (!line_taken(h))
+	if (reader || !line_taken(h))
 	{
 		int64		t = 0;
 
@@ -654,6 +678,8 @@ dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
 		dlock_acquired_count(h, DLOCK_STAT_BUSY, 0);
 		return 0;
 	}
+	if (reader)
+		return wait_acquire(name, h, deadline, lease_us, start);
 	line = line_enter(name, h, deadline, start);
 	if (line == LINE_TIMEOUT)
 	{

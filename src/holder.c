@@ -12,10 +12,11 @@
  *    from backends (request.c), so it never waits for anything and never
  *    appears as a waiter in the deadlock detector's graph.
  *  - a waiter, one dynamic background worker per acquisition that had to
- *    wait.  It takes a private "ticket" lock, then waits in the lock
- *    manager's queue for the named lock, while the caller waits for the
- *    ticket: the detector sees caller -> waiter -> holders of the lock, the
- *    truth.  Once granted, the waiter keeps that one lock and nothing else
+ *    wait, started by the first in the name's line (detached_wait.c: the
+ *    others wait in line in their own backends).  It takes a private
+ *    "ticket" lock, then waits in the lock manager's queue for the named
+ *    lock, while the caller waits for the ticket: the detector sees those in
+ *    line -> the first -> waiter -> holders of the lock, the truth.  Once granted, the waiter keeps that one lock and nothing else
  *    until it is released or its lease runs out, then exits.  A process that
  *    holds one owner's lock never waits on behalf of another (DESIGN.md).
  *

@@ -192,8 +192,9 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 	PG_TRY();
 	{
 		DLOCK_FAULT("lock.wait");
+		/* (at least 1 ms: lock_timeout 0 would be no limit at all) */
 		if (timeout_us >= 0)
-			LockTimeout = (int) ((timeout_us + 999) / 1000);
+			LockTimeout = (int) Max((timeout_us + 999) / 1000, 1);
 		res = LockAcquire(tag, lockmode, session, false);
 		LockTimeout = saved_timeout;
 

@@ -35,8 +35,9 @@
 #include "dlock.h"
 #include "detached_caller.h"
 
-static DlockRequest *
-my_request(void)
+/* This backend's index among the requests (and places in line). */
+int
+dlock_request_procno(void)
 {
 	int			procno = GetNumberFromPGProc(MyProc);
 
@@ -44,7 +45,13 @@ my_request(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("detached locks cannot be used from this kind of process")));
-	return dlock_request(procno);
+	return procno;
+}
+
+static DlockRequest *
+my_request(void)
+{
+	return dlock_request(dlock_request_procno());
 }
 
 /* Is the process a request went to still there? */

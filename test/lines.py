@@ -18,11 +18,15 @@ holds:
     not wait are refused (those in line go first);
   - a caller cancelled in line gets 57014, one whose timeout runs out in line
     gets NULL, one whose client goes away leaves the line: each is out of it
-    at once, and nobody is held up by them;
+    at once, and nobody is held up by them; a timeout spent before the line
+    (1 microsecond) is not a wait without limit;
   - released one by one, the others are granted in the order they came, each
     token above the one before, and nobody gets 53400;
   - shared callers behind an exclusive hold are all granted, at most two
     waiter processes meanwhile;
+  - a session that holds the name shared asks for a shared detached lock of
+    it while an exclusive first in line waits for that session: granted (the
+    deadlock detector lets its waiter pass), not 40P01;
   - a deadlock whose cycle goes through the line (a wait for the line, the
     first in line's wait for its waiter) is found: one session gets 40P01;
   - then nothing is left.
@@ -161,6 +165,11 @@ def main():
         expect(late.error is None and late.answer is None,
                "the caller whose timeout ran out got %r" % (late.error.pgcode if late.error else late.answer))
         expect(in_line(c) == n - 2, "%d in line afterwards, want %d" % (in_line(c), n - 2))
+        # a timeout spent before it is in line (here: as good as none) is not a wait without limit
+        t1 = time.monotonic()
+        expect(q(other, "SELECT dlock_acquire(%s, '1 min', timeout => '1 microsecond')", (NAME,)) is None,
+               "a timeout of 1 microsecond got the lock")
+        expect(time.monotonic() - t1 < 2, "a timeout of 1 microsecond waited %.1f s" % (time.monotonic() - t1))
 
     rest = [k for k in callers if k not in (cancelled, gone)]
 
@@ -202,6 +211,25 @@ def main():
             q(other, "SELECT dlock_release(%s, %s)", (NAME, k.answer))
             k.close()
 
+    @check("lines: a session that holds the name shared gets a shared detached lock of it past an exclusive "
+           "first in line that waits for it (no 40P01)")
+    def t_reader():
+        r = connect()
+        q(r, "SELECT dlock_lock('line-rd', shared => true)")
+        first = Caller("SELECT dlock_acquire('line-rd', '1 min', timeout => '30 s')")
+        expect(fault.wait_until(lambda: waiters(c) == 1, timeout=5), "no waiter for the first in line")
+        t1 = time.monotonic()
+        tok = q(r, "SELECT dlock_acquire('line-rd', '1 min', shared => true, timeout => '10 s')")
+        expect(tok is not None, "the reader got NULL")
+        expect(time.monotonic() - t1 < 5, "the reader waited %.1f s" % (time.monotonic() - t1))
+        q(r, "SELECT dlock_release('line-rd', %s)", (tok,))
+        q(r, "SELECT dlock_unlock('line-rd', shared => true)")
+        expect(fault.wait_until(first.finished, timeout=10), "the first in line never got it")
+        expect(first.answer is not None, "the first in line got %r" % (first.error or first.answer))
+        q(c, "SELECT dlock_release('line-rd', %s)", (first.answer,))
+        first.close()
+        r.close()
+
     @check("lines: a deadlock through the line is found (40P01 for one of the sessions in it), "
            "the others go on")
     def t_deadlock():
@@ -242,7 +270,7 @@ def main():
         expect(q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 6") == 0,
                "lines left in pg_locks")
 
-    for t in (t_shown, t_refused, t_leave, t_order, t_shared, t_deadlock, t_clean):
+    for t in (t_shown, t_refused, t_leave, t_order, t_shared, t_reader, t_deadlock, t_clean):
         t()
     print("# waiter processes at most %d at any sample" % MAX_WORKERS[0])
     print("# all line tests ran")

@@ -222,46 +222,16 @@ dlock_wait_no_token_error(const DlockName *name, int64 token)
 }
 
 /*
- * Wait for the lock through a waiter process (waiter.c).  Returns the token,
- * or 0 when the deadline (0: none) passed.
+ * How long the first in line waits for a background worker slot before it
+ * says none is free (53000): long enough for the slot of a worker that just
+ * ended to be free again.
  */
-static int64
-wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
-			 int64 lease_us, TimestampTz start)
-{
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-	DlockWaiter *w;
-	int			index;
-	uint64		ticket;
-	LOCKTAG		ticket_tag;
-	int			saved_lock_timeout = LockTimeout;
-	volatile bool timed_out = false;
-	uint32		st;
-	int64		token;
+#define DLOCK_WORKER_GRACE_MS 1000
 
-	/* a wait an error left behind (never expected): given up first */
-	if (waiting_index >= 0)
-	{
-		abandon(waiting_index, waiting_ticket);
-		waiting_index = -1;
-	}
-	ticket = pg_atomic_fetch_add_u64(&dlock_detached->ticket_next, 1);
-	index = claim_waiter(ticket);
-	if (index < 0)
-		no_worker_error(name);
-	w = dlock_waiter(index);
-	if (!within_role_waiters(w, tmpl->limit_role))
-	{
-		(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
-						dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
-						role_waiters_limit()),
-				 errdetail("The first in line for each name takes a background worker slot, and so does each detached lock that had to wait, until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
-				 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
-	}
+/* Block w, just claimed, filled in for its worker (before it is started). */
+static void
+waiter_fill(DlockWaiter *w, const DlockHold *tmpl, TimestampTz deadline, int64 lease_us)
+{
 	w->caller_pid = MyProcPid;
 	w->caller_procno = GetNumberFromPGProc(MyProc);
 	w->worker_pid = 0;
@@ -278,22 +248,90 @@ wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 	w->hold.token = 0;
 	dlock_hold_end(&w->hold);
 	pg_write_barrier();
+}
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dlock");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dlock_waiter_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "dlock waiter for process %d", MyProcPid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "dlock waiter");
-	worker.bgw_main_arg = Int32GetDatum(index);
-	memcpy(worker.bgw_extra, &ticket, sizeof(ticket));
-	worker.bgw_notify_pid = MyProcPid;
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+/* The background worker of waiter block index, for ticket. */
+static void
+waiter_describe(BackgroundWorker *worker, int index, uint64 ticket)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_ConsistentState;
+	worker->bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "dlock");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "dlock_waiter_main");
+	snprintf(worker->bgw_name, BGW_MAXLEN, "dlock waiter for process %d", MyProcPid);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "dlock waiter");
+	worker->bgw_main_arg = Int32GetDatum(index);
+	memcpy(worker->bgw_extra, &ticket, sizeof(ticket));
+	worker->bgw_notify_pid = MyProcPid;
+}
+
+/*
+ * Wait for the lock through a waiter process (waiter.c).  Returns the token,
+ * or 0 when the deadline (0: none) passed.
+ */
+static int64
+wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
+			 int64 lease_us, TimestampTz start)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	DlockWaiter *w = NULL;
+	int			index;
+	int			tries;
+	uint64		ticket;
+	LOCKTAG		ticket_tag;
+	int			saved_lock_timeout = LockTimeout;
+	volatile bool timed_out = false;
+	uint32		st;
+	int64		token;
+
+	/* a wait an error left behind (never expected): given up first */
+	if (waiting_index >= 0)
 	{
-		(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
-		no_worker_error(name);
+		abandon(waiting_index, waiting_ticket);
+		waiting_index = -1;
+	}
+	ticket = pg_atomic_fetch_add_u64(&dlock_detached->ticket_next, 1);
+	for (tries = 0;; tries++)
+	{
+		index = claim_waiter(ticket);
+		if (index >= 0)
+		{
+			w = dlock_waiter(index);
+			if (!within_role_waiters(w, tmpl->limit_role))
+			{
+				(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+						 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
+								dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
+								role_waiters_limit()),
+						 errdetail("The first in line for each name takes a background worker slot, and so does each detached lock that had to wait, until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
+						 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
+			}
+			waiter_fill(w, tmpl, deadline, lease_us);
+			waiter_describe(&worker, index, ticket);
+			if (RegisterDynamicBackgroundWorker(&worker, &handle))
+				break;
+			(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
+		}
+
+		/*
+		 * None free.  A worker that just ended (the waiter of the lock
+		 * granted before, in a line that moves fast) frees its slot only
+		 * once the postmaster has noticed: a moment.  Meanwhile the call's
+		 * deadline counts, and a cancel ends the wait.
+		 */
+		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
+		{
+			dlock_acquired_count(tmpl, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
+			return 0;
+		}
+		if (tries >= DLOCK_WORKER_GRACE_MS / 10)
+			no_worker_error(name);
+		dlock_request_sleep(10L);
 	}
 
 	waiting_index = index;

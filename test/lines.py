@@ -27,6 +27,11 @@ holds:
   - a session that holds the name shared asks for a shared detached lock of
     it while an exclusive first in line waits for that session: granted (the
     deadlock detector lets its waiter pass), not 40P01;
+  - a line that moves fast (three sessions acquiring and releasing one name
+    at once, 200 times each) never gets 53000; with every worker slot taken
+    (waits of two roles for names of their own), the first in line of
+    another name waits for a slot and gets one when a waited lock ends
+    (53000 only after a second without one);
   - a deadlock whose cycle goes through the line (a wait for the line, the
     first in line's wait for its waiter) is found: one session gets 40P01;
   - then nothing is left.
@@ -35,6 +40,7 @@ import argparse
 import os
 import select
 import sys
+import threading
 import time
 
 import psycopg2
@@ -45,6 +51,7 @@ import fault  # noqa: E402
 from fault import check, expect, q, connect, RESULTS  # noqa: E402
 
 NAME = "line-x"
+CHURN = 200
 MAX_WORKERS = [0]
 
 
@@ -230,6 +237,80 @@ def main():
         first.close()
         r.close()
 
+    @check("lines: a line that moves fast (3 sessions, each acquiring and releasing at once, %d times): "
+           "no 53000 while the slots of ended waiters come free" % CHURN)
+    def t_churn():
+        errors = []
+
+        def churn():
+            k = connect()
+            try:
+                for _ in range(CHURN):
+                    tok = q(k, "SELECT dlock_acquire('line-churn', '1 min', timeout => '10 s')")
+                    if tok is None:
+                        errors.append("NULL")
+                    else:
+                        q(k, "SELECT dlock_release('line-churn', %s)", (tok,))
+            except psycopg2.Error as e:
+                errors.append(e.pgcode)
+            k.close()
+        ts = [threading.Thread(target=churn) for _ in range(3)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        expect(not errors, "errors: %r" % errors[:5])
+        expect(fault.wait_until(lambda: waiters(c) == 0, timeout=10), "waiter processes left")
+
+    @check("lines: the first in line that finds every background worker slot taken waits for one to come free "
+           "(no 53000 when one does within a second)")
+    def t_no_slot():
+        saved = MAX_WORKERS[0]      # (this one takes every slot on purpose)
+        q(c, "DROP ROLE IF EXISTS dlock_lines_b")
+        q(c, "CREATE ROLE dlock_lines_b LOGIN")
+        holder = connect()
+        q(holder, "SELECT count(dlock_try('slot-' || g)) FROM generate_series(0, 20) g")
+        waiting = []
+        full = None
+        # waits of two roles (each has its share of the slots) until one finds none free
+        for i in range(1, 20):
+            before = waiters(c)
+            k = Caller("SELECT dlock_acquire('slot-%d', '1 min', timeout => '30 s')" % i,
+                       before=[] if i % 2 else ["SET SESSION AUTHORIZATION dlock_lines_b"])
+            fault.wait_until(lambda: k.finished() or waiters(c) > before, timeout=5, step=0.01)
+            if k.finished():
+                full = k
+                break
+            waiting.append(k)
+        expect(full is not None and full.error is not None and full.error.pgcode == "53000",
+               "the slots never ran out: %r" % (full and (full.error or full.answer)))
+        full.close()
+        late = Caller("SELECT dlock_acquire('slot-0', '1 min', timeout => '30 s')")
+        time.sleep(0.3)
+        expect(not late.finished(), "the first in line was told %r at once" % (late.error or late.answer))
+        # one lock is granted and released: its waiter ends, and its slot is free again
+        q(holder, "SELECT dlock_unlock('slot-1')")
+        expect(fault.wait_until(waiting[0].finished, timeout=5), "slot-1 was never granted")
+        q(c, "SELECT dlock_release('slot-1', %s)", (waiting[0].answer,))
+        expect(fault.wait_until(lambda: q(c, "SELECT count(*) FROM dlock_locks WHERE name = 'slot-0' "
+                                             "AND NOT granted AND pid <> %s", (late.pid,)) == 1, timeout=5)
+               or late.finished(), "the first in line never got a waiter")
+        q(holder, "SELECT dlock_unlock('slot-0')")
+        expect(fault.wait_until(late.finished, timeout=5), "slot-0 was never granted")
+        expect(late.error is None and late.answer is not None,
+               "the first in line got %r" % (late.error.pgcode if late.error else late.answer))
+        # the callers leave first (a caller granted after its client went away may keep its lock)
+        for k in waiting + [late]:
+            k.close()
+        fault.wait_until(lambda: q(c, "SELECT count(*) FROM dlock_locks WHERE NOT granted") == 0, timeout=10)
+        holder.close()
+        expect(fault.wait_until(lambda: q(c, "SELECT count(dlock_release(name, token)) FROM dlock_locks "
+                                             "WHERE scope = 'detached' AND granted") == 0
+                                and waiters(c) == 0 and q(c, "SELECT count(*) FROM dlock_locks") == 0,
+                                timeout=10), "waiters left")
+        q(c, "DROP ROLE dlock_lines_b")
+        MAX_WORKERS[0] = saved
+
     @check("lines: a deadlock through the line is found (40P01 for one of the sessions in it), "
            "the others go on")
     def t_deadlock():
@@ -270,7 +351,7 @@ def main():
         expect(q(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 6") == 0,
                "lines left in pg_locks")
 
-    for t in (t_shown, t_refused, t_leave, t_order, t_shared, t_reader, t_deadlock, t_clean):
+    for t in (t_shown, t_refused, t_leave, t_order, t_shared, t_reader, t_churn, t_no_slot, t_deadlock, t_clean):
         t()
     print("# waiter processes at most %d at any sample" % MAX_WORKERS[0])
     print("# all line tests ran")

@@ -14,6 +14,16 @@
  *              dlock_try($1, permits => 2), the waiter waits in
  *              dlock_lock($1, timeout => '10s', permits => 2), the holder
  *              releases with dlock_unlock($1)
+ *   detached   (1.6) the holder takes the name with dlock_try($1); the waiter
+ *              waits in dlock_acquire($1, '30s', timeout => '10s'), first
+ *              in line (its waiter process queued for the name); the holder
+ *              releases with dlock_unlock($1); the waiter gives the lock
+ *              back with dlock_release($1, token)
+ *   detached-second  the same, with the waiter second in line: a first one
+ *              (a connection and thread of its own) waits before it and
+ *              releases what it gets at once, so the waiter's grant comes
+ *              after the line passed to it and its own waiter process
+ *              started (README "Detached locks": callers line up)
  *   redis      the holder takes the key with SET key token NX PX 30000; the
  *              waiter polls the same SET every 10 ms (sleeping 10 ms after
  *              each refusal), as Redis lock clients do; the holder releases
@@ -65,10 +75,13 @@ typedef enum
 {
 	K_LOCK,
 	K_SEMAPHORE,
-	K_REDIS
+	K_REDIS,
+	K_DETACHED,
+	K_DETACHED_SECOND
 } Kind;
 
-static const char *const kind_names[] = {"lock", "semaphore", "redis"};
+#define NKINDS 5
+static const char *const kind_names[] = {"lock", "semaphore", "redis", "detached", "detached-second"};
 
 static Kind kind;
 static const char *target;
@@ -178,12 +191,35 @@ pg_prepare_lock(PGconn *conn)
 		pg_prepare(conn, "try", "SELECT dlock_try($1)", 1);
 		pg_prepare(conn, "wait", "SELECT dlock_lock($1, timeout => '10s')", 1);
 	}
+	else if (kind == K_DETACHED || kind == K_DETACHED_SECOND)
+	{
+		pg_prepare(conn, "try", "SELECT dlock_try($1)", 1);
+		pg_prepare(conn, "wait", "SELECT dlock_acquire($1, '30s', timeout => '10s')", 1);
+		pg_prepare(conn, "release", "SELECT dlock_release($1, $2::bigint)", 2);
+	}
 	else
 	{
 		pg_prepare(conn, "try", "SELECT dlock_try($1, permits => 2)", 1);
 		pg_prepare(conn, "wait", "SELECT dlock_lock($1, timeout => '10s', permits => 2)", 1);
 	}
 	pg_prepare(conn, "unlock", "SELECT dlock_unlock($1)", 1);
+}
+
+/* a detached acquisition waited for, and its release; granted: when it returned */
+static void
+pg_detached_cycle(PGconn *conn, struct timespec *when)
+{
+	const char *params[2] = {name, NULL};
+	char		token[64];
+
+	if (pg_value(conn, "wait", 1, params, token, sizeof(token)) == NULL)
+		fail("a waited dlock_acquire returned NULL");
+	if (when != NULL)
+		clock_gettime(CLOCK_MONOTONIC, when);
+	params[1] = token;
+	if (pg_value(conn, "release", 2, params, token, sizeof(token)) == NULL ||
+		strcmp(token, "t") != 0)
+		fail("dlock_release of the waited lock did not release it");
 }
 
 static void *
@@ -196,12 +232,60 @@ pg_waiter(void *arg)
 		pthread_barrier_wait(&go);
 		if (atomic_load(&quit))
 			break;
-		pg_true(conn, "wait", "the waiter's dlock_lock");
-		clock_gettime(CLOCK_MONOTONIC, &granted);
-		pg_true(conn, "unlock", "the waiter's dlock_unlock");
+		if (kind == K_DETACHED || kind == K_DETACHED_SECOND)
+			pg_detached_cycle(conn, &granted);
+		else
+		{
+			pg_true(conn, "wait", "the waiter's dlock_lock");
+			clock_gettime(CLOCK_MONOTONIC, &granted);
+			pg_true(conn, "unlock", "the waiter's dlock_unlock");
+		}
 		pthread_barrier_wait(&done);
 	}
 	return NULL;
+}
+
+/* detached-second: the first in line, which lets go of what it gets at once */
+static pthread_barrier_t first_go;
+static pthread_barrier_t first_done;
+
+static void *
+pg_first(void *arg)
+{
+	PGconn	   *conn = arg;
+
+	for (;;)
+	{
+		pthread_barrier_wait(&first_go);
+		if (atomic_load(&quit))
+			break;
+		pg_detached_cycle(conn, NULL);
+		pthread_barrier_wait(&first_done);
+	}
+	return NULL;
+}
+
+/* until pg_stat_activity shows backend pid waiting (wait_event_type expect) */
+static void
+await_wait(PGconn *monitor, const char *pid, const char *expect, const char *who)
+{
+	const char *params[1] = {pid};
+	char		buf[64];
+	struct timespec start,
+				now;
+	const char *v;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;)
+	{
+		v = pg_value(monitor, "waiting", 1, params, buf, sizeof(buf));
+		if (v != NULL && strcmp(v, expect) == 0)
+			return;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (ms_between(&start, &now) > WAIT_LIMIT_S * 1e3)
+			fail("%s did not wait (wait_event_type %s, expected %s)", who, v ? v : "NULL", expect);
+		sleep_ms(0.5);
+	}
 }
 
 static void
@@ -211,11 +295,12 @@ run_pg(int reps, double *lat)
 	PGconn	   *waiter = pg_connect("the waiter");
 	PGconn	   *monitor = pg_connect("the monitor");
 	PGconn	   *other = NULL;
+	PGconn	   *first = NULL;
 	pthread_t	thread;
+	pthread_t	first_thread;
 	char		pid[16];
-	char		buf[64];
-	const char *params[1] = {pid};
-	const char *expect = kind == K_LOCK ? "Lock" : "Extension";
+	char		first_pid[16];
+	const char *expect = kind == K_SEMAPHORE ? "Extension" : "Lock";
 	struct timespec released;
 
 	pg_prepare_lock(holder);
@@ -230,32 +315,34 @@ run_pg(int reps, double *lat)
 		pg_true(other, "try", "the other holder's dlock_try");
 	}
 
+	if (kind == K_DETACHED_SECOND)
+	{
+		first = pg_connect("the first in line");
+		pg_prepare_lock(first);
+		snprintf(first_pid, sizeof(first_pid), "%d", PQbackendPID(first));
+		if (pthread_barrier_init(&first_go, NULL, 2) != 0 ||
+			pthread_barrier_init(&first_done, NULL, 2) != 0 ||
+			pthread_create(&first_thread, NULL, pg_first, first) != 0)
+			fail("cannot start a thread");
+	}
 	if (pthread_create(&thread, NULL, pg_waiter, waiter) != 0)
 		fail("cannot start a thread");
 	for (int i = -WARMUP; i < reps; i++)
 	{
-		struct timespec start,
-					now;
-		const char *v;
-
 		pg_true(holder, "try", "the holder's dlock_try");
-		pthread_barrier_wait(&go);
-		/* until the waiter's backend waits */
-		clock_gettime(CLOCK_MONOTONIC, &start);
-		for (;;)
+		if (first != NULL)
 		{
-			v = pg_value(monitor, "waiting", 1, params, buf, sizeof(buf));
-			if (v != NULL && strcmp(v, expect) == 0)
-				break;
-			clock_gettime(CLOCK_MONOTONIC, &now);
-			if (ms_between(&start, &now) > WAIT_LIMIT_S * 1e3)
-				fail("the waiter did not wait (wait_event_type %s, expected %s)",
-					 v ? v : "NULL", expect);
-			sleep_ms(0.5);
+			/* the first in line waits (for its ticket), then the waiter in line */
+			pthread_barrier_wait(&first_go);
+			await_wait(monitor, first_pid, "Lock", "the first in line");
 		}
+		pthread_barrier_wait(&go);
+		await_wait(monitor, pid, expect, "the waiter");
 		clock_gettime(CLOCK_MONOTONIC, &released);
 		pg_true(holder, "unlock", "the holder's dlock_unlock");
 		pthread_barrier_wait(&done);
+		if (first != NULL)
+			pthread_barrier_wait(&first_done);
 		if (i >= 0)
 			lat[i] = ms_between(&released, &granted);
 		if (ms_between(&released, &granted) < 0)
@@ -264,6 +351,12 @@ run_pg(int reps, double *lat)
 	atomic_store(&quit, true);
 	pthread_barrier_wait(&go);
 	pthread_join(thread, NULL);
+	if (first != NULL)
+	{
+		pthread_barrier_wait(&first_go);
+		pthread_join(first_thread, NULL);
+		PQfinish(first);
+	}
 	if (other != NULL)
 	{
 		pg_true(other, "unlock", "the other holder's dlock_unlock");
@@ -391,6 +484,12 @@ run_redis(int reps, double *lat)
 	atomic_store(&quit, true);
 	pthread_barrier_wait(&go);
 	pthread_join(thread, NULL);
+	if (first != NULL)
+	{
+		pthread_barrier_wait(&first_go);
+		pthread_join(first_thread, NULL);
+		PQfinish(first);
+	}
 	redisFree(waiter);
 	redisFree(holder);
 }
@@ -416,13 +515,13 @@ main(int argc, char **argv)
 
 	if (argc != 4)
 	{
-		fprintf(stderr, "usage: %s lock|semaphore|redis REPS TARGET\n", argv[0]);
+		fprintf(stderr, "usage: %s lock|semaphore|redis|detached|detached-second REPS TARGET\n", argv[0]);
 		return 2;
 	}
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < NKINDS; i++)
 		if (strcmp(argv[1], kind_names[i]) == 0)
 			break;
-	if (i == 3)
+	if (i == NKINDS)
 	{
 		fprintf(stderr, "wakeup: unknown kind \"%s\"\n", argv[1]);
 		return 2;
@@ -435,7 +534,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	target = argv[3];
-	name = kind == K_LOCK ? "wake-lock" : kind == K_SEMAPHORE ? "wake-semaphore" : "wake-redis";
+	name = kind == K_LOCK ? "wake-lock" : kind == K_SEMAPHORE ? "wake-semaphore" :
+		kind == K_REDIS ? "wake-redis" : "wake-detached";
 
 	lat = calloc(reps, sizeof(double));
 	sorted = calloc(reps, sizeof(double));

@@ -484,12 +484,6 @@ run_redis(int reps, double *lat)
 	atomic_store(&quit, true);
 	pthread_barrier_wait(&go);
 	pthread_join(thread, NULL);
-	if (first != NULL)
-	{
-		pthread_barrier_wait(&first_go);
-		pthread_join(first_thread, NULL);
-		PQfinish(first);
-	}
 	redisFree(waiter);
 	redisFree(holder);
 }

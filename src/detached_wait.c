@@ -595,7 +595,7 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 }
 
 /*
- * Does this session hold h's name in shared mode itself, and ask for a
+ * Does this session hold h's name in shared mode itself, and wait for a
  * shared lock of it?  Then its waiter goes to the lock's queue without
  * lining up: there the deadlock detector lets it pass an exclusive waiter
  * that waits for this session (as it lets a session that reads already read
@@ -692,7 +692,7 @@ dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
 	TimestampTz deadline = timeout_us > 0 ? start + timeout_us : 0;
 	volatile int64 token = 0;
 	volatile bool asked = false;
-	bool		reader = reads_already(h);
+	bool		reader = timeout_us != 0 && reads_already(h);
 	int			line;
 
 	/* the holder may be slow to answer: the timeout bounds that too */

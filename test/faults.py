@@ -445,6 +445,15 @@ def sc_detached_line(run, point, pid, cancel=False):
     if probe is not None:
         run.bad("an acquisition without a wait jumped the line")
         try_q(obs, "SELECT dlock_release('f', %s)" % probe)
+    # nor one of a session that reads the name already (only its waits skip the line)
+    r = connect()
+    if try_q(r, "SELECT dlock_try('f', shared => true)")[0]:
+        probe, _ = try_q(r, "SELECT dlock_acquire('f', '30s', shared => true)")
+        if probe is not None:
+            run.bad("a reader's acquisition without a wait jumped the line")
+            try_q(r, "SELECT dlock_release('f', %s)" % probe)
+        try_q(r, "SELECT dlock_unlock('f', shared => true)")
+    close(r)
     call.join(20)
     # what a holds is told by its application_name: d may hold the name
     held = q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f' AND scope = 'detached' AND granted "

@@ -178,6 +178,18 @@ within_role_waiters(DlockWaiter *w, Oid role)
 	return n <= role_waiters_limit();
 }
 
+static void
+role_waiters_error(const DlockName *name, const DlockHold *tmpl)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
+					dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
+					role_waiters_limit()),
+			 errdetail("The first in line for each name takes a background worker slot, and so does each detached lock that had to wait, until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
+			 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
+}
+
 /*
  * A free waiter block, claimed for ticket; -1 if none.  (Not inlined into
  * acquire_waiting, whose PG_TRY gcc would then warn about.)
@@ -268,6 +280,92 @@ waiter_describe(BackgroundWorker *worker, int index, uint64 ticket)
 }
 
 /*
+ * Claim a waiter block for ticket and start its worker: the block's index
+ * (waiting_index, waiting_ticket and waiting_handle set), or -1 when the
+ * deadline (0: none) passed first (counted as a timeout).  When no block or
+ * no background worker slot is free it looks again every 10 ms, for
+ * DLOCK_WORKER_GRACE_MS, then raises 53000.  An error (a cancel in that
+ * wait) is counted, and a block claimed when it came is given up.
+ */
+static pg_noinline int
+start_waiter(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
+			 int64 lease_us, TimestampTz start, uint64 ticket)
+{
+	volatile TimestampTz grace_end = 0;
+	volatile int index = -1;
+
+	PG_TRY();
+	{
+		for (;;)
+		{
+			BackgroundWorker worker;
+			BackgroundWorkerHandle *handle;
+			TimestampTz now;
+			TimestampTz until;
+
+			index = claim_waiter(ticket);
+			if (index >= 0)
+			{
+				DlockWaiter *w = dlock_waiter(index);
+
+				if (!within_role_waiters(w, tmpl->limit_role))
+				{
+					(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
+					index = -1;
+					role_waiters_error(name, tmpl);
+				}
+				waiter_fill(w, tmpl, deadline, lease_us);
+				waiter_describe(&worker, index, ticket);
+				/* set first: an error in the registration gives the block up */
+				waiting_index = index;
+				waiting_ticket = ticket;
+				waiting_handle = NULL;
+				if (RegisterDynamicBackgroundWorker(&worker, &handle))
+				{
+					waiting_handle = handle;
+					break;
+				}
+				waiting_index = -1;
+				(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
+				index = -1;
+			}
+
+			/*
+			 * None free.  A worker that just ended (the waiter of the lock
+			 * granted before, in a line that moves fast) frees its slot only
+			 * once the postmaster has noticed: a moment.  Meanwhile the
+			 * call's deadline counts, and a cancel ends the wait.
+			 */
+			now = GetCurrentTimestamp();
+			if (deadline != 0 && now >= deadline)
+			{
+				dlock_acquired_count(tmpl, DLOCK_STAT_TIMEOUT, now - start);
+				return -1;
+			}
+			if (grace_end == 0)
+				grace_end = now + (int64) DLOCK_WORKER_GRACE_MS * 1000;
+			else if (now >= grace_end)
+				no_worker_error(name);
+			until = deadline != 0 ? Min(deadline, grace_end) : grace_end;
+			dlock_request_sleep(Max(Min((until - now + 999) / 1000, 10L), 1L));
+		}
+	}
+	PG_CATCH();
+	{
+		if (waiting_index >= 0)
+		{
+			abandon(waiting_index, waiting_ticket);
+			waiting_index = -1;
+		}
+		dlock_acquired_count(tmpl, dlock_stat_wait_error(geterrcode()),
+							 GetCurrentTimestamp() - start);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	return index;
+}
+
+/*
  * Wait for the lock through a waiter process (waiter.c).  Returns the token,
  * or 0 when the deadline (0: none) passed.
  */
@@ -275,11 +373,8 @@ static int64
 wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 			 int64 lease_us, TimestampTz start)
 {
-	BackgroundWorker worker;
-	BackgroundWorkerHandle *handle;
-	DlockWaiter *w = NULL;
+	DlockWaiter *w;
 	int			index;
-	int			tries;
 	uint64		ticket;
 	LOCKTAG		ticket_tag;
 	int			saved_lock_timeout = LockTimeout;
@@ -294,49 +389,10 @@ wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 		waiting_index = -1;
 	}
 	ticket = pg_atomic_fetch_add_u64(&dlock_detached->ticket_next, 1);
-	for (tries = 0;; tries++)
-	{
-		index = claim_waiter(ticket);
-		if (index >= 0)
-		{
-			w = dlock_waiter(index);
-			if (!within_role_waiters(w, tmpl->limit_role))
-			{
-				(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
-				ereport(ERROR,
-						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-						 errmsg("cannot wait for detached lock \"%s\": role \"%s\" has dlock.max_detached_waiters_per_role (%d) waited detached locks",
-								dlock_display_name(name), GetUserNameFromId(tmpl->limit_role, false),
-								role_waiters_limit()),
-						 errdetail("The first in line for each name takes a background worker slot, and so does each detached lock that had to wait, until it ends (a lock released before its minimum hold ends then); they count against the session's user, whatever SET ROLE says, or against the role whose SECURITY DEFINER function or security-restricted operation takes them."),
-						 errhint("Release waited detached locks that are no longer needed, retry with timeout => '0', or raise \"dlock.max_detached_waiters_per_role\" (in postgresql.conf, then a reload).")));
-			}
-			waiter_fill(w, tmpl, deadline, lease_us);
-			waiter_describe(&worker, index, ticket);
-			if (RegisterDynamicBackgroundWorker(&worker, &handle))
-				break;
-			(void) dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE);
-		}
-
-		/*
-		 * None free.  A worker that just ended (the waiter of the lock
-		 * granted before, in a line that moves fast) frees its slot only
-		 * once the postmaster has noticed: a moment.  Meanwhile the call's
-		 * deadline counts, and a cancel ends the wait.
-		 */
-		if (deadline != 0 && GetCurrentTimestamp() >= deadline)
-		{
-			dlock_acquired_count(tmpl, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
-			return 0;
-		}
-		if (tries >= DLOCK_WORKER_GRACE_MS / 10)
-			no_worker_error(name);
-		dlock_request_sleep(10L);
-	}
-
-	waiting_index = index;
-	waiting_ticket = ticket;
-	waiting_handle = handle;
+	index = start_waiter(name, tmpl, deadline, lease_us, start, ticket);
+	if (index < 0)
+		return 0;				/* the deadline, counted */
+	w = dlock_waiter(index);
 	PG_TRY();
 	{
 		DLOCK_FAULT("detached.waiting");
@@ -346,7 +402,7 @@ wait_acquire(const DlockName *name, const DlockHold *tmpl, TimestampTz deadline,
 		{
 			pid_t		pid;
 
-			if (GetBackgroundWorkerPid(handle, &pid) == BGWH_STOPPED &&
+			if (GetBackgroundWorkerPid(waiting_handle, &pid) == BGWH_STOPPED &&
 				dlock_waiter_move(w, ticket, DLOCK_W_STARTING, DLOCK_W_FREE))
 				ereport(ERROR,
 						(errcode(ERRCODE_INSUFFICIENT_RESOURCES),

@@ -31,7 +31,8 @@ holds:
     at once, 200 times each) never gets 53000; with every worker slot taken
     (waits of two roles for names of their own), the first in line of
     another name waits for a slot and gets one when a waited lock ends
-    (53000 only after a second without one);
+    (53000 only after a second without one), and a statement_timeout in that
+    wait is a cancel counted in dlock_stats;
   - a deadlock whose cycle goes through the line (a wait for the line, the
     first in line's wait for its waiter) is found: one session gets 40P01;
   - then nothing is left.
@@ -285,6 +286,19 @@ def main():
         expect(full is not None and full.error is not None and full.error.pgcode == "53000",
                "the slots never ran out: %r" % (full and (full.error or full.answer)))
         full.close()
+        # a cancel while it waits for a slot is a cancel of the wait: counted
+        k = connect()
+        q(k, "SET statement_timeout = '300ms'")
+        before = q(c, "SELECT coalesce(sum(cancels), 0) FROM dlock_stats WHERE name = 'slot-20'")
+        try:
+            q(k, "SELECT dlock_acquire('slot-20', '1 min', timeout => '30 s')")
+            expect(False, "statement_timeout did not end the wait for a slot")
+        except psycopg2.Error as e:
+            expect(e.pgcode == "57014", "statement_timeout gave %s" % e.pgcode)
+        k.close()
+        expect(fault.wait_until(lambda: q(c, "SELECT coalesce(sum(cancels), 0) FROM dlock_stats "
+                                             "WHERE name = 'slot-20'") == before + 1, timeout=5),
+               "the cancel of a wait for a slot is not counted in dlock_stats")
         late = Caller("SELECT dlock_acquire('slot-0', '1 min', timeout => '30 s')")
         time.sleep(0.3)
         expect(not late.finished(), "the first in line was told %r at once" % (late.error or late.answer))

@@ -5,7 +5,8 @@
  * A detached lock is held by a background process on behalf of the role
  * that acquired it (holder.c, waiter.c), not by this session: these
  * functions ask that process (request.c) and, for an acquisition that has
- * to wait, line up for the name and start one (detached_wait.c).  An acquisition is undone if the
+ * to wait, line up for the name and start one (detached_line.c,
+ * detached_wait.c).  An acquisition is undone if the
  * transaction that made it rolls back (detached_xact.c).
  *
  * Layer 4 of the map in dlock.h (SQL functions): calls only files
@@ -61,6 +62,7 @@ detached_exit(int code, Datum arg)
 {
 	dlock_request_exit();
 	dlock_wait_exit();
+	dlock_line_exit();
 	dlock_acquired_exit();
 }
 

@@ -1,8 +1,8 @@
 /*
  * detached_caller.h: the caller's side of the detached-lock protocol, for
  * its own files: a request and its answer (request.c), the acquisitions of
- * the current transaction (detached_xact.c), an acquisition: asked, in
- * line, waited for (detached_wait.c).  Only those and detached.c include it.
+ * the current transaction (detached_xact.c), a waited acquisition
+ * (detached_wait.c), an acquisition: asked, in line (detached_line.c).  Only those and detached.c include it.
  */
 #ifndef DLOCK_DETACHED_CALLER_H
 #define DLOCK_DETACHED_CALLER_H
@@ -27,9 +27,16 @@ extern void dlock_acquired_count(const DlockHold *h, int event, int64 us);
 extern void dlock_acquired_exit(void);
 
 /* detached_wait.c */
-extern int64 dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
-								 int64 timeout_us, int pid, int procno, TimestampTz start);
+extern void dlock_client_check_on(void);
+extern void dlock_client_check_off(void);
+extern int64 dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl,
+								TimestampTz deadline, int64 lease_us, TimestampTz start);
 extern void dlock_wait_no_token_error(const DlockName *name, int64 token);
 extern void dlock_wait_exit(void);
+
+/* detached_line.c */
+extern int64 dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
+								 int64 timeout_us, int pid, int procno, TimestampTz start);
+extern void dlock_line_exit(void);
 
 #endif							/* DLOCK_DETACHED_CALLER_H */

@@ -49,10 +49,11 @@
  *                    their _xact forms) and released (dlock_unlock,
  *                    dlock_unlock_all)
  *     locks_many.c   several names at once (locks.h serves all three)
- *     request.c/detached_xact.c/detached_wait.c/detached.c
+ *     request.c/detached_xact.c/detached_wait.c/detached_line.c/detached.c
  *                    detached locks, the caller's side (detached_caller.h):
  *                    a request and its answer; undo with the transaction; a
- *                    waited acquisition; dlock_acquire, dlock_extend,
+ *                    waited acquisition; an acquisition asked for and the
+ *                    name's line; dlock_acquire, dlock_extend,
  *                    dlock_release
  *     view_names.c/view_locks.c (view.h), view_stats.c
  *                    dlock_names, dlock_locks, dlock_stats

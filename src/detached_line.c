@@ -106,7 +106,7 @@ line_taken(const DlockHold *h)
  * the lock manager's, with the call's deadline, not lock_timeout; an error
  * (a cancel, statement_timeout, a deadlock) leaves the line and is counted.
  */
-static int
+static pg_noinline int
 line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 		   TimestampTz start)
 {
@@ -271,13 +271,48 @@ ask_to_acquire(const DlockName *name, const DlockHold *h, int64 lease_us, int pi
  * lock holder (pid, procno): at once, else in line and through a waiter.
  * The token, or 0 if not acquired (busy, or the deadline).
  */
+/*
+ * First in line (line: LINE_FIRST or LINE_WAITED; asked: the lock holder
+ * was asked before the line): ask it again where that may help, else wait
+ * through a waiter; the line is passed on however this ends.  The token,
+ * or 0.  (Not inlined: its PG_TRY would make gcc fear for the caller's
+ * variables.)
+ */
+static pg_noinline int64
+take_first(const DlockName *name, const DlockHold *h, int64 lease_us, int pid, int procno,
+		   TimestampTz deadline, TimestampTz start, int line, bool asked)
+{
+	volatile int64 token = 0;
+
+	PG_TRY();
+	{
+		int64		t = 0;
+		int			a = ASKED_BUSY;
+
+		DLOCK_FAULT("detached.first");
+		/* after others (or not asked yet): free now, or shared with them? */
+		if (line == LINE_WAITED || !asked)
+			a = ask_to_acquire(name, h, lease_us, pid, procno, deadline, start, &t);
+		if (a == ASKED_BUSY)
+			t = dlock_wait_acquire(name, h, deadline, lease_us, start);
+		token = t;
+	}
+	PG_CATCH();
+	{
+		line_leave();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	line_leave();
+	return token;
+}
+
 int64
 dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
 					int64 timeout_us, int pid, int procno, TimestampTz start)
 {
 	TimestampTz deadline = timeout_us > 0 ? start + timeout_us : 0;
-	volatile int64 token = 0;
-	volatile bool asked = false;
+	bool		asked = false;
 	bool		reader = timeout_us != 0 && reads_already(h);
 	int			line;
 
@@ -310,27 +345,7 @@ dlock_detached_take(const DlockName *name, const DlockHold *h, int64 lease_us,
 		dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);
 		return 0;
 	}
-	PG_TRY();
-	{
-		int64		t = 0;
-		int			a = ASKED_BUSY;
-
-		DLOCK_FAULT("detached.first");
-		/* after others (or not asked yet): free now, or shared with them? */
-		if (line == LINE_WAITED || !asked)
-			a = ask_to_acquire(name, h, lease_us, pid, procno, deadline, start, &t);
-		if (a == ASKED_BUSY)
-			t = dlock_wait_acquire(name, h, deadline, lease_us, start);
-		token = t;
-	}
-	PG_CATCH();
-	{
-		line_leave();
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	line_leave();
-	return token;
+	return take_first(name, h, lease_us, pid, procno, deadline, start, line, asked);
 }
 
 /*

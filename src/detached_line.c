@@ -38,7 +38,7 @@ static bool line_first = false; /* first in line: the line lock held */
 static LOCKTAG line_tag;
 static LOCKMODE line_mode;
 
-/* dlock_line_enter */
+/* line_enter's answers */
 #define LINE_FIRST		0		/* first at once: nobody was in line */
 #define LINE_WAITED		1		/* first, after those before */
 #define LINE_TIMEOUT	2		/* the deadline passed in line */
@@ -133,9 +133,7 @@ line_enter(const DlockName *name, const DlockHold *h, TimestampTz deadline,
 
 			/* shown as waiting for the lock, by this backend, while in line */
 			dlock_hold_begin(&l->hold);
-			memcpy((char *) &l->hold + sizeof(pg_atomic_uint32),
-				   (const char *) h + sizeof(pg_atomic_uint32),
-				   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+			dlock_hold_copy(&l->hold, h);
 			l->hold.state = DLOCK_HOLD_WAITING;
 			l->hold.since = now;
 			l->hold.token = 0;
@@ -199,7 +197,7 @@ reads_already(const DlockHold *h)
 	return dlock_lock_held_by_me(&tag, ShareLock);
 }
 
-/* dlock_ask_to_acquire */
+/* ask_to_acquire's answers */
 #define ASKED_OK		0
 #define ASKED_BUSY		1
 #define ASKED_TIMEOUT	2
@@ -223,8 +221,7 @@ ask_to_acquire(const DlockName *name, const DlockHold *h, int64 lease_us, int pi
 	}
 	r->op = DLOCK_OP_ACQUIRE;
 	r->lease_us = lease_us;
-	memcpy((char *) &r->hold + sizeof(pg_atomic_uint32), (const char *) h + sizeof(pg_atomic_uint32),
-		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	dlock_hold_copy(&r->hold, h);
 	if (!dlock_request_send(r, pid, procno, deadline))
 	{
 		dlock_acquired_count(h, DLOCK_STAT_TIMEOUT, GetCurrentTimestamp() - start);

@@ -226,9 +226,7 @@ waiter_fill(DlockWaiter *w, const DlockHold *tmpl, TimestampTz deadline, int64 l
 	w->result = DLOCK_RES_ERROR;
 	dlock_error_set(&w->error, ERRCODE_INTERNAL_ERROR, "", NULL, NULL);
 	dlock_hold_begin(&w->hold);
-	memcpy((char *) &w->hold + sizeof(pg_atomic_uint32),
-		   (const char *) tmpl + sizeof(pg_atomic_uint32),
-		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+	dlock_hold_copy(&w->hold, tmpl);
 	w->hold.state = DLOCK_HOLD_FREE;
 	w->hold.token = 0;
 	dlock_hold_end(&w->hold);

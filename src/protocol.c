@@ -182,9 +182,7 @@ hold_read(DlockHold *src, DlockHold *copy)
 	{
 		uint32		before = dlock_read_begin(&src->changecount, &tries);
 
-		memcpy((char *) copy + sizeof(pg_atomic_uint32),
-			   (char *) src + sizeof(pg_atomic_uint32),
-			   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+		dlock_hold_copy(copy, src);
 		if (dlock_read_done(&src->changecount, before))
 			return;
 	}

@@ -243,6 +243,14 @@ extern DlockDetachedShared *dlock_detached;
 #define dlock_hold_fate(i) \
 	(&((pg_atomic_uint64 *) ((char *) dlock_detached + dlock_detached->fates_off))[i])
 
+/* Everything of a hold but its change counter, src to dst (a copy being made or written). */
+static inline void
+dlock_hold_copy(DlockHold *dst, const DlockHold *src)
+{
+	memcpy((char *) dst + sizeof(pg_atomic_uint32), (const char *) src + sizeof(pg_atomic_uint32),
+		   sizeof(DlockHold) - sizeof(pg_atomic_uint32));
+}
+
 /* A detached hold is written only by the process that holds it, like a slot. */
 static inline void
 dlock_hold_begin(DlockHold *h)

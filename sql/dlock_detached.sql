@@ -163,7 +163,7 @@ ROLLBACK;
 -- (the lock holder undoes it at its next step: a moment later on a busy machine)
 SELECT count(*) AS after_rollback FROM detached_settled('r');
 SELECT attempt($$SELECT dlock_acquire('r', '30 s') / 0$$);
-SELECT count(*) AS after_error FROM detached('r');
+SELECT count(*) AS after_error FROM detached_settled('r');
 BEGIN;
 SELECT dlock_acquire('r', '30 s') IS NOT NULL AS kept;
 SAVEPOINT sp;
@@ -178,7 +178,7 @@ SELECT name FROM dlock_locks WHERE name IN ('r', 'r2', 'r3') ORDER BY name;
 BEGIN;
 SELECT dlock_acquire('p', '30 s') IS NOT NULL AS acquired;
 PREPARE TRANSACTION 'dlock_detached';
-SELECT count(*) AS after_prepare_refused FROM detached('p');
+SELECT count(*) AS after_prepare_refused FROM detached_settled('p');
 SELECT dlock_release(name, token) FROM dlock_locks WHERE name IN ('r', 'r3') ORDER BY name;
 
 -- when the lease runs out the server releases the lock; extend says so

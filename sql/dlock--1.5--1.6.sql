@@ -11,7 +11,7 @@
 -- SELECT dlock_try_ms($1, $2, $3, $4, $5) then resolves among one function
 -- with nothing to expand: the full forms' DEFAULT lists and named
 -- arguments cost PostgreSQL more to parse than the lock costs to take
--- (README.md "From your language").  A NULL argument is what leaving it out
+-- (doc/languages.md).  A NULL argument is what leaving it out
 -- of the full form does: timeout_ms NULL waits without a limit in
 -- dlock_lock_ms and does not wait in dlock_acquire_ms, lease_ms NULL takes
 -- no lease (dlock_renew_ms: the length it had), info and permits NULL are

@@ -15,7 +15,7 @@
 -- (IN, CASE x WHEN, IS DISTINCT FROM, LIKE, ...) is used, and nothing is
 -- CREATE OR REPLACE'd: an object of that name made by someone else first
 -- makes the script fail.  test/scripts.py checks every script for this,
--- and runs them all with traps planted (README.md "Security").
+-- and runs them all with traps planted (doc/security.md).
 --
 -- Every function but dlock_key and the views' functions takes an advisory
 -- lock or changes this session's record of them: VOLATILE and PARALLEL
@@ -46,7 +46,7 @@ COMMENT ON DOMAIN "@extschema@".dlock_name IS
 'a lock name: text; the type of the name argument of the full forms of the dlock lock functions';
 
 -- Session locks.  (The _1_5 C symbols are those of the 1.5 argument lists;
--- the 1.4 names serve the 1.4 SQL, README.md "Versions and upgrades".)
+-- the 1.4 names serve the 1.4 SQL, doc/upgrades.md.)
 CREATE FUNCTION "@extschema@".dlock_try(name pg_catalog.text)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try'
@@ -131,7 +131,7 @@ COMMENT ON FUNCTION "@extschema@".dlock_token(pg_catalog.text) IS
 
 -- Detached locks, held by a dlock background process for the role that
 -- acquired them, until released with their token or until their lease runs
--- out (README.md "Detached locks").  The two-argument form is what
+-- out (doc/detached.md).  The two-argument form is what
 -- dlock_acquire('job', '30s') resolves to; the full form takes the rest, by
 -- position or by name.
 CREATE FUNCTION "@extschema@".dlock_acquire(name pg_catalog.text, lease interval)
@@ -173,7 +173,7 @@ COMMENT ON FUNCTION "@extschema@".dlock_release(pg_catalog.text, bigint) IS
 -- Several names at once: all of them or none, taken in key order.  (No
 -- dlock_release(text[], bigint[]): with it, dlock_release('job', $1) with an
 -- unknown-typed parameter, as node-postgres sends one, would be ambiguous.
--- Release several with unnest, README.md "Several names".)
+-- Release several with unnest, doc/functions.md "Several names at once".)
 CREATE FUNCTION "@extschema@".dlock_try(names pg_catalog.text[], shared boolean DEFAULT false,
                           lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL,
                           info pg_catalog.text DEFAULT NULL)
@@ -241,7 +241,7 @@ COMMENT ON FUNCTION "@extschema@".dlock_unlock(pg_catalog.text[], boolean) IS
 -- SELECT dlock_try_ms($1, $2, $3, $4, $5) then resolves among one function
 -- with nothing to expand: the full forms' DEFAULT lists and named
 -- arguments cost PostgreSQL more to parse than the lock costs to take
--- (README.md "From your language").  A NULL argument is what leaving it out
+-- (doc/languages.md).  A NULL argument is what leaving it out
 -- of the full form does: timeout_ms NULL waits without a limit in
 -- dlock_lock_ms and does not wait in dlock_acquire_ms, lease_ms NULL takes
 -- no lease (dlock_renew_ms: the length it had), info and permits NULL are
@@ -413,7 +413,7 @@ GRANT SELECT ON "@extschema@".dlock_locks TO PUBLIC;
 COMMENT ON VIEW "@extschema@".dlock_locks IS
 'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info and semaphore permit';
 
--- Lock statistics (README.md "Monitoring").
+-- Lock statistics (doc/monitoring.md).
 CREATE FUNCTION "@extschema@".dlock_stats(
     OUT database pg_catalog.name, OUT name pg_catalog.text, OUT key bigint,
     OUT mode pg_catalog.text, OUT acquisitions bigint, OUT immediate bigint, OUT waited bigint,

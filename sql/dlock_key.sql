@@ -8,7 +8,7 @@ CREATE FUNCTION ref_key(name text) RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
     FROM (SELECT sha256(convert_to(name, 'UTF8')) AS d) s, generate_series(0, 7) i
 $$;
 
--- the documented test vectors (README.md)
+-- the documented test vectors (doc/functions.md)
 SELECT n, dlock_key(n) FROM (VALUES ('abc'), ('nightly-report'), ('a'), ('ünïcødé 日本')) v(n);
 
 -- every length across the SHA-256 padding boundaries, up to the 255-byte limit

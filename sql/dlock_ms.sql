@@ -1,6 +1,6 @@
 -- durations in milliseconds (1.5): timeout_ms and lease_ms, as bigint, on
 -- every function that takes a timeout or a lease, for drivers that cannot
--- send an interval (README "From your language").  The isolation spec
+-- send an interval (doc/languages.md).  The isolation spec
 -- "timeout" waits; here: arguments, errors and how calls resolve.
 \set VERBOSITY terse
 CREATE FUNCTION attempt(q text) RETURNS text LANGUAGE plpgsql AS $$

@@ -2,7 +2,7 @@
 -- _xact forms, dlock_acquire_ms, dlock_extend_ms and dlock_renew_ms; every
 -- argument by position, durations in milliseconds, NULL for "not given".
 -- Here: each one, what NULL means, the errors, and how drivers' statements
--- resolve (README "From your language").
+-- resolve (doc/languages.md).
 \set VERBOSITY terse
 CREATE OR REPLACE FUNCTION attempt(q text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE r text;
@@ -25,7 +25,7 @@ SELECT p.oid::regprocedure AS function, p.pronargdefaults AS defaults, p.prorett
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'dlock'
  WHERE p.proname LIKE 'dlock\_%\_ms' ORDER BY 1::text;
 
--- README.md "The positional forms for clients", as it is there
+-- doc/functions.md "The positional forms for clients", as it is there
 SELECT dlock_try_ms('job', false, 60000);                     -- name, shared, lease_ms
 SELECT dlock_unlock('job', false);                            -- name, shared
 SELECT dlock_lock_ms('job', 5000, false, NULL);               -- name, timeout_ms, shared, lease_ms

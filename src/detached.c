@@ -1,6 +1,6 @@
 /*
  * detached.c: detached locks, the SQL functions dlock_acquire, dlock_extend
- * and dlock_release (README.md "Detached locks").
+ * and dlock_release (doc/detached.md).
  *
  * A detached lock is held by a background process on behalf of the role
  * that acquired it (holder.c, waiter.c), not by this session: these
@@ -47,7 +47,7 @@ PG_FUNCTION_INFO_V1(dlock_extend_ms);
 /* several names at once (1.5) */
 PG_FUNCTION_INFO_V1(dlock_acquire_many);
 
-/* Longest lease of a detached lock (documented in README.md). */
+/* Longest lease of a detached lock (documented in doc/functions.md). */
 #define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
 
 static bool exit_hook_set = false;

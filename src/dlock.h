@@ -85,7 +85,7 @@
 /* The version of the shared library (the SQL side: dlock.control). */
 #define DLOCK_VERSION "1.6"
 
-/* Longest name, in bytes of its UTF-8 form (documented in README.md). */
+/* Longest name, in bytes of its UTF-8 form (documented in doc/functions.md). */
 #define DLOCK_NAME_MAX 255
 
 /* Longest info (the holder's word, since 1.5), in bytes of its UTF-8 form. */

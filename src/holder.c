@@ -1,6 +1,6 @@
 /*
  * holder.c: the lock holder, and what the processes that hold detached
- * locks are (README.md "Detached locks"; a waiter: waiter.c).
+ * locks are (doc/detached.md; a waiter: waiter.c).
  *
  * A detached lock is a session-level advisory lock held in the lock manager
  * by a dlock background process on behalf of the role that acquired it, so

@@ -151,7 +151,7 @@ fresh_lock_data(void)
  * between shows a new token.  A snapshot of the lock manager serves the
  * re-checks of at most a millisecond (each slot is read after it).  What is
  * left is that millisecond, the time from the slot's read to kill(), and a
- * release whose record the holder has not yet written (README.md "Leases").
+ * release whose record the holder has not yet written (doc/functions.md "Leases").
  * 1: yes; 0: no; -1: cannot tell yet (the slot's owner is inside a change).
  */
 static int

@@ -288,7 +288,7 @@ dlock_serve_requests(void (*acquire) (DlockRequest *), void (*other) (DlockReque
  * microseconds; caught while polling, it costs no wake-up, where waking a
  * sleeping process (a signal) costs more than the rest of the request on a
  * busy machine.  Requests further apart find the holder asleep, so it only
- * polls while there is work coming (README.md "Detached locks").
+ * polls while there is work coming (doc/detached.md).
  */
 #define DLOCK_POLL_US 100
 

@@ -12,13 +12,13 @@
  * DLOCK_STATS_EVICT_PERCENT of the part's entries with the lowest usage are
  * dropped, and every remaining usage is decayed by DLOCK_STATS_DECAY.  Each
  * event adds 1 to its entry's usage, so what goes is what was least used
- * lately (README.md "Monitoring").  Which entries may go depends on who
+ * lately (doc/monitoring.md).  Which entries may go depends on who
  * asks (the owner of the new entry, the session's user): a role that owns
  * its share of the part (dlock_stats_role_share) or more drops only its
  * own; one that owns less drops those of the roles that own more than
  * their share, and the least used of all only when no role does.  So the
  * names of one role, however many and however chosen for one part, push
- * out at most a share of another role's entries (README.md "Security").
+ * out at most a share of another role's entries (doc/security.md).
  *
  * Invariant: nothing here raises an error or allocates on the counting
  * path; an event that cannot be counted (never: the table makes room) is

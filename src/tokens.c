@@ -57,7 +57,7 @@ PG_FUNCTION_INFO_V1(dlock_token);
 
 /*
  * A fencing token is  timeline * DLOCK_TOKEN_SPAN + n,  n in 1 .. SPAN - 1
- * (above; README.md "High availability").  Decimal, so that a token shows
+ * (above; doc/high-availability.md).  Decimal, so that a token shows
  * its timeline: 30000000000042 is the 42nd token of timeline 3.
  */
 #define DLOCK_TOKEN_SPAN INT64CONST(10000000000000)	/* 10^13 */

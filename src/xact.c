@@ -64,7 +64,7 @@ dlock_xact_callback_first(void)
 /*
  * The end of transaction-scope hold i.  The hold's end is counted in
  * dlock_stats when its entry is freed: also at PREPARE, where the lock
- * passes to the prepared transaction (README.md "Monitoring").
+ * passes to the prepared transaction (doc/monitoring.md).
  */
 static void
 drop_xact_hold(int i)

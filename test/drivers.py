@@ -242,7 +242,7 @@ def t_transactions():
         raise psycopg.Rollback()
     expect(c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE, "not idle after the block")
     # the lock holder undoes a rolled-back acquisition at its next step
-    # (README.md "Detached locks"), not within the ROLLBACK
+    # (doc/detached.md), not within the ROLLBACK
     expect(fault.wait_until(lambda: token_in_view(direct, "drv-tx") is None, timeout=10),
            "a rolled-back acquisition was not undone")
     expect_free(direct, "drv-tx")

@@ -237,7 +237,7 @@ def t_holder_terminated():
 
 @check("leader election (info): a candidate that dies leaves the queue, a leader that dies hands over to the next")
 def t_leader_election():
-    # README "Leader election": candidates wait in the queue with their address as info
+    # doc/recipes.md "Leader election": candidates wait in the queue with their address as info
     obs = connect()
     lead = connect()
     q(lead, "SELECT dlock_lock('election', info => 'node-a:5432')")

@@ -172,7 +172,7 @@ def check_answer_detached(run, obs, name, token, error, holder_gone):
         rows = q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND scope = 'detached' AND granted", (name,))
         return rows == (1 if token is not None else 0)
     if (token is not None and holder_gone) or run.action == "kill":
-        return          # its process died with it: released (README "Detached locks")
+        return          # its process died with it: released (doc/detached.md)
     if not wait_until(settled, 5):
         if token is not None:
             run.bad("told token %s, no such detached hold" % token)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test/lines.py: many callers waiting for one detached lock (README "Detached locks").
+"""test/lines.py: many callers waiting for one detached lock (doc/detached.md).
 
 Run by test/run (the stress suite) against its scratch cluster, which has
 max_connections = 250:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test/model.py: every answer of dlock checked against a reference model and
-against the lock manager, for random sequences of calls (README.md "What dlock
+against the lock manager, for random sequences of calls (doc/guarantees.md "What dlock
 promises").
 
 Run by test/run against its scratch cluster (dlock preloaded):
@@ -47,7 +47,7 @@ every step:
     process, mode, scope, permit and token;
   - a new hold's token is larger than every token given before it.
 
-The model knows the limits the README states ("Things to know"): a hold
+The model knows the limits doc/guarantees.md states ("Things to know"): a hold
 released behind dlock's back and taken again with a raw pg_advisory_lock
 before dlock noticed may go on as the old hold (its token), and the model
 accepts either there.
@@ -132,7 +132,7 @@ class Ghost:
     """A session hold of dlock's released behind its back (raw calls): dlock
     still records it, and if the session holds its lock again (a raw
     pg_advisory_lock) before a dlock call looks, dlock goes on with it as the
-    old hold (README.md "Things to know")."""
+    old hold (doc/guarantees.md "Things to know")."""
 
     def __init__(self, h):
         self.token, self.n, self.permit = h.token, h.nsession, h.permit
@@ -154,7 +154,7 @@ class Session:
         self.pending = None           # a call waiting in a queue (Pending)
         self.lost_leases = []         # expiries of short leases whose holds went behind
                                       # dlock's back in this transaction block: a COMMIT
-                                      # after one may be refused (README "Leases")
+                                      # after one may be refused (doc/functions.md "Leases")
 
     def lm_get(self, key, sub, mode):
         return self.lm.setdefault((key, sub, mode), [0, []])
@@ -1523,7 +1523,7 @@ def any_step(rng, h):
         return {"op": "raw_lock", "s": s.idx, "name": name, "mode": mode}
     if r < 0.69:
         # (not of a hold with a lease: pg_advisory_unlock leaves its lease
-        # marker, README.md "Things to know", which the model does not follow)
+        # marker, doc/guarantees.md "Things to know", which the model does not follow)
         if not any(hk[0] == name and h.lease is not None for hk, h in s.holds.items()):
             return {"op": "raw_unlock", "s": s.idx, "name": name, "mode": mode}
         return {"op": "raw_unlock_all", "s": s.idx}

@@ -10,7 +10,7 @@ pgbouncer's default), and "txn", transaction mode over several server
 connections.  Prints "ok - name" / "not ok - name" lines like test/fault.py,
 whose helpers it uses, then "# all pooler tests ran".
 
-What it shows is what README.md says about poolers: behind transaction
+What it shows is what doc/recipes.md says about poolers: behind transaction
 pooling use the *_xact functions (a session lock stays with the server
 connection and the next client gets it); behind session pooling a client's
 session locks go when it leaves, and dlock forgets them; and detached locks

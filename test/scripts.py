@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test/scripts.py: the extension's SQL scripts are safe to run as a superuser
-in a schema that others can create objects in (README.md "Security").
+in a schema that others can create objects in (doc/security.md).
 
 An extension script runs as a superuser with the extension's schema first on
 search_path (pg_catalog is searched before it, pg_temp last).  A role that

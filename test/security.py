@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test/security.py: what a role can do to others through dlock, and what it
-cannot (README.md "Security").
+cannot (doc/security.md).
 
 Run by test/run against its scratch cluster (dlock preloaded):
     python3 test/security.py --port 54321

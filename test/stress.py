@@ -583,12 +583,13 @@ def eviction_under_reads(seconds):
 
 
 def readme_monitoring_queries():
-    """The SQL of README.md "Monitoring": its sql blocks, and each query of its
-    postgres_exporter YAML (the indented block after "query: |")."""
-    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")
-    with open(readme, encoding="utf-8") as f:
+    """The SQL of doc/monitoring.md "Queries to watch" and "Prometheus": its sql
+    blocks, and each query of its postgres_exporter YAML (the indented block
+    after "query: |")."""
+    page = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "doc", "monitoring.md")
+    with open(page, encoding="utf-8") as f:
         text = f.read()
-    section = text.split("\n## Monitoring\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split("\n## Queries to watch\n", 1)[1].split("\n## Runbook\n", 1)[0]
     queries = []
     for lang, block in re.findall(r"```(sql|yaml)\n(.*?)```", section, re.S):
         if lang == "sql":
@@ -608,7 +609,7 @@ def readme_monitoring_queries():
 
 
 def readme_queries():
-    @check("README Monitoring: its queries and the postgres_exporter queries run and return rows")
+    @check("doc/monitoring.md: its queries and the postgres_exporter queries run and return rows")
     def t_readme():
         queries = readme_monitoring_queries()
         expect(len([k for k, _ in queries if k == "sql"]) == 3, "not the three sql blocks")
@@ -836,7 +837,7 @@ class SemWorker(threading.Thread):
 
     def reset(self, why):
         """After an error: nothing held any more (a cancel may leave a session
-        hold its call took, README "Waiting"; a transaction's goes with it)."""
+        hold its call took, doc/functions.md "Waiting"; a transaction's goes with it)."""
         for _ in range(50):
             try:
                 if self.conn.closed:

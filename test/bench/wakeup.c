@@ -23,7 +23,7 @@
  *              (a connection and thread of its own) waits before it and
  *              releases what it gets at once, so the waiter's grant comes
  *              after the line passed to it and its own waiter process
- *              started (README "Detached locks": callers line up)
+ *              started (doc/detached.md: callers line up)
  *   redis      the holder takes the key with SET key token NX PX 30000; the
  *              waiter polls the same SET every 10 ms (sleeping 10 ms after
  *              each refusal), as Redis lock clients do; the holder releases

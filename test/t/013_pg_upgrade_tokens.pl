@@ -1,6 +1,6 @@
 # pg_upgrade makes a new cluster (another system identifier) on timeline 1,
 # without the token file.  With the old cluster's file copied in, by the
-# command in README.md ("Upgrading with pg_upgrade"), the new cluster's
+# command in doc/upgrades.md ("Upgrading with pg_upgrade"), the new cluster's
 # tokens go on above every token of the old one, also after a restart, and a
 # standby copied from the new cluster before its first start (the rsync
 # method) goes on above it when promoted.  (pg_upgrade itself needs two majors side by side; a
@@ -28,7 +28,7 @@ my $new = dlock_primary('upgrade_new');
 $new->stop;
 isnt(sysid($new), sysid($old), 'the new cluster is another system');
 
-# the README's command, while both are stopped
+# the manual's command, while both are stopped
 readme_upgrade_command($old, $new);
 
 # a standby copied from the new cluster before its first start, as the

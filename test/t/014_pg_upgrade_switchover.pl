@@ -2,7 +2,7 @@
 # on, even if it never hands out a token: A hands out tokens on timeline 1;
 # a switchover to B (timeline 2), which hands out tokens; a switchover back
 # to A (timeline 3), which hands out none; then A is upgraded with
-# pg_upgrade and its file copied as README.md says.  The new cluster's
+# pg_upgrade and its file copied as doc/upgrades.md says.  The new cluster's
 # tokens are above B's.  (Had A's file still been the one of its timeline-1
 # days, the new cluster would have gone on above timeline 1 only, and
 # repeated B's tokens.)
@@ -34,7 +34,7 @@ ok(poll_until(sub { token_ceiling($node_a) > 3 * $SPAN }),
 	"A's token file holds timeline 3 soon after its promotion, without a lock taken");
 $node_a->stop;
 
-# pg_upgrade of A: a new cluster, with A's file copied by the README's command
+# pg_upgrade of A: a new cluster, with A's file copied by the manual's command
 my $new = dlock_node('switch_new');
 $new->stop;
 readme_upgrade_command($node_a, $new);

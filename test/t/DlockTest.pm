@@ -134,16 +134,16 @@ sub token_ceiling
 	return unpack('Q<', substr($data, 8, 8));
 }
 
-# Run the commands of README.md's "Upgrading with pg_upgrade", as written,
+# Run the commands of doc/upgrades.md's "Upgrading with pg_upgrade", as written,
 # with OLD and NEW the data directories of two stopped nodes.
 sub readme_upgrade_command
 {
 	my ($old, $new) = @_;
-	my ($commands) = slurp_file('README.md') =~ /### Upgrading with pg_upgrade\n.*?```sh\n(.*?)```/s
-	  or die 'no commands in README.md';
+	my ($commands) = slurp_file('doc/upgrades.md') =~ /## Upgrading with pg_upgrade\n.*?```sh\n(.*?)```/s
+	  or die 'no commands in doc/upgrades.md';
 	local $ENV{OLD} = $old->data_dir;
 	local $ENV{NEW} = $new->data_dir;
-	command_ok([ 'bash', '-e', '-c', $commands ], "README.md's command after pg_upgrade");
+	command_ok([ 'bash', '-e', '-c', $commands ], "doc/upgrades.md's command after pg_upgrade");
 	return;
 }
 push @EXPORT, 'readme_upgrade_command';

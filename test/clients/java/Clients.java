@@ -1,6 +1,6 @@
 // test/clients/java/Clients.java: dlock from Java, with pgjdbc (Debian's 42.5.5) at its
 // defaults and HikariCP (Debian's 2.7.9). The class DLock at the end, between the two
-// README marker lines, is copied into README.md ("From your language"); the rest checks it
+// README marker lines, is copied into doc/languages.md; the rest checks it
 // against a server. Run from the repository's top directory:
 //
 //   PGPORT=5432 java -cp /usr/share/java/postgresql.jar:/usr/share/java/HikariCP.jar:\

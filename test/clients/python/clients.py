@@ -317,7 +317,7 @@ def main():
                 return "the detached lock is not held before the commit"
             d.rollback()
             # the undo never waits: the lock holder releases it as soon as it
-            # runs (README "Detached locks"), on a busy machine a moment later
+            # runs (doc/detached.md), on a busy machine a moment later
             deadline = time.monotonic() + 5
             while count_held(watch, n) != 0 and time.monotonic() < deadline:
                 time.sleep(0.01)

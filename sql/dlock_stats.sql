@@ -122,7 +122,12 @@ SELECT * FROM st('d-short');
 -- a transaction-scope lease enforced by the reaper: the transaction is cancelled
 BEGIN;
 SELECT dlock_try_xact('lx', lease => '0.1 s');
+-- (the client is told why: 57L02, the lock's name; its DETAIL has the time)
+\set VERBOSITY sqlstate
 SELECT pg_sleep(5);
+\set VERBOSITY terse
+\echo :LAST_ERROR_SQLSTATE :LAST_ERROR_MESSAGE
+\set VERBOSITY default
 ROLLBACK;
 -- the reaper counts the expiry right after its signal: wait for it (5 s at most)
 DO $$

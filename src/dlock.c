@@ -34,6 +34,7 @@
 DLOCK_MODULE_MAGIC;
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 void		_PG_init(void);
 
@@ -80,6 +81,18 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 		dlock_lease_refuse_commit(false);
 }
 
+/*
+ * Every report of this backend, before it is logged and sent: the end of a
+ * session or a statement that the lease reaper caused says so (leases.c).
+ */
+static void
+dlock_emit_log(ErrorData *edata)
+{
+	dlock_lease_explain(edata);
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
 void
 _PG_init(void)
 {
@@ -87,6 +100,8 @@ _PG_init(void)
 
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = dlock_process_utility;
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = dlock_emit_log;
 	/* what a backend sets up when it first uses dlock (entries.h) */
 	dlock_on_backend_setup(dlock_xact_setup);
 	dlock_on_backend_setup(dlock_stats_backend_setup);

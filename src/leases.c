@@ -173,6 +173,87 @@ dlock_lease_refuse_prepare(void)
 	}
 }
 
+/*
+ * The reaper ends a session whose lease ran out as pg_terminate_backend does
+ * (SIGTERM), and cancels the statement of a transaction whose transaction
+ * lock's lease ran out as pg_cancel_backend does (SIGINT); PostgreSQL reports
+ * those as "terminating connection due to administrator command" (57P01) and
+ * "canceling statement due to user request" (57014).  Called (emit_log_hook,
+ * dlock.c) with each report of this backend before it is logged and sent to
+ * the client: if it is one of those two, and this backend holds a lock whose
+ * lease ran out (for the cancel: a transaction lock, the only kind whose
+ * lease the reaper enforces by a cancel), the report says so instead, with
+ * dlock's SQLSTATE, the lock's name and when its lease ran out.
+ *
+ * It runs inside error reporting: it raises nothing, reads no catalog, and
+ * allocates only a few strings in the current (error) context.  Costs a
+ * comparison for every other report: dlock_lease_min is 0 in a backend
+ * without leases.
+ */
+void
+dlock_lease_explain(ErrorData *edata)
+{
+	static const char *const terminated = "terminating connection due to administrator command";
+	static const char *const canceled = "canceling statement due to user request";
+	const DlockEntry *found = NULL;
+	TimestampTz now;
+	bool		session;
+	char	   *name;
+	const char *when;
+	int			i;
+
+	if (dlock_lease_min == 0 || dlock_my_slot == NULL || edata->message_id == NULL)
+		return;
+	if (edata->elevel == FATAL && edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN &&
+		strcmp(edata->message_id, terminated) == 0)
+		session = true;
+	else if (edata->elevel == ERROR && edata->sqlerrcode == ERRCODE_QUERY_CANCELED &&
+			 strcmp(edata->message_id, canceled) == 0)
+		session = false;
+	else
+		return;
+	now = GetCurrentTimestamp();
+	if (dlock_lease_min > now)
+		return;
+	for (i = 0; i < dlock_my_slot->nused; i++)
+	{
+		const DlockEntry *e = &dlock_my_slot->entries[i];
+
+		if (!e->inuse || e->lease_expires == 0 || e->lease_expires > now ||
+			e->nsession + e->nxact == 0 || (!session && e->nsession > 0))
+			continue;
+		if (found == NULL || e->lease_expires < found->lease_expires)
+			found = e;
+	}
+	if (found == NULL)
+		return;
+	name = dlock_name_for_report(found->name, found->namelen);
+	when = timestamptz_to_str(found->lease_expires);
+	if (session)
+	{
+		edata->sqlerrcode = DLOCK_ERRCODE_LEASE_SESSION;
+		edata->message_id = "terminating connection because the lease of lock \"%s\" ran out";
+		edata->message = psprintf("terminating connection because the lease of lock \"%s\" ran out",
+								  name);
+		edata->detail = psprintf("The lease ran out at %s without a renewal; the server ends a session "
+								 "that holds a lock past its lease, so that others can have it.",
+								 when);
+	}
+	else
+	{
+		edata->sqlerrcode = DLOCK_ERRCODE_LEASE_XACT;
+		edata->message_id = "canceling statement because the lease of lock \"%s\" ran out";
+		edata->message = psprintf("canceling statement because the lease of lock \"%s\" ran out",
+								  name);
+		edata->detail = psprintf("The lease ran out at %s without a renewal; the transaction that holds "
+								 "the lock must end (its session is ended if it still holds the lock a "
+								 "second later).",
+								 when);
+	}
+	edata->hint = pstrdup("Treat the lock as lost since then: a fenced resource refuses its token. "
+						  "Renew a lease well before it runs out (dlock_renew).");
+}
+
 /* A live hold whose lease has run out: it is being taken away. */
 bool
 dlock_lease_ran_out(const DlockEntry *e)

@@ -12,7 +12,7 @@
 
 #include "slots.h"
 
-/* Shortest lease the reaper enforces (documented in README.md). */
+/* Shortest lease the reaper enforces (documented in doc/functions.md). */
 #define DLOCK_MIN_LEASE_US ((int64) 100 * 1000)
 
 /* The reaper's part of shared memory (written by the reaper, reaper.c). */
@@ -32,7 +32,17 @@ extern void dlock_leases_shmem_init(void);
  */
 extern TimestampTz dlock_lease_min;
 
+/*
+ * dlock's own SQLSTATEs (class 57, operator intervention, beside 57P01 and
+ * 57014, with a subclass of its own): a session ended because a lease of
+ * its ran out, and a statement cancelled because a transaction lock's lease
+ * ran out (doc/errors.md).
+ */
+#define DLOCK_ERRCODE_LEASE_SESSION	MAKE_SQLSTATE('5','7','L','0','1')
+#define DLOCK_ERRCODE_LEASE_XACT	MAKE_SQLSTATE('5','7','L','0','2')
+
 extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno, int ms_argno);
+extern void dlock_lease_explain(ErrorData *edata);
 extern void dlock_lease_note(TimestampTz expires);
 extern void dlock_lease_wake_reaper(TimestampTz expires);
 extern bool dlock_lease_ran_out(const DlockEntry *e);

@@ -4,7 +4,7 @@
  *
  * The key of a name is the first 8 bytes of the SHA-256 digest of the name's
  * UTF-8 bytes, read as a little-endian signed 64-bit integer.  Any client can
- * compute it (README.md has the recipe and test vectors), and it is the key
+ * compute it (doc/functions.md "The key of a name" has the recipe and test vectors), and it is the key
  * of an ordinary bigint advisory lock: dlock_try('x') and
  * pg_try_advisory_lock(dlock_key('x')) take the same lock.
  *
@@ -531,15 +531,11 @@ dlock_name_datum(const char *name, int namelen, bool *isnull)
  * a message; a character the encoding lacks is shown as \x and its bytes.
  * Never raises an error about the encoding.
  */
-char *
-dlock_stored_name(const char *utf8, int len)
+static char *
+escaped_name(const char *utf8, int len)
 {
-	bool		isnull;
-	Datum		d = dlock_name_datum(utf8, len, &isnull);
 	StringInfoData buf;
 
-	if (!isnull)
-		return TextDatumGetCString(d);
 	initStringInfo(&buf);
 	for (int i = 0; i < len; i++)
 	{
@@ -551,6 +547,32 @@ dlock_stored_name(const char *utf8, int len)
 			appendStringInfo(&buf, "\\x%02x", c);
 	}
 	return buf.data;
+}
+
+char *
+dlock_stored_name(const char *utf8, int len)
+{
+	bool		isnull;
+	Datum		d = dlock_name_datum(utf8, len, &isnull);
+
+	if (!isnull)
+		return TextDatumGetCString(d);
+	return escaped_name(utf8, len);
+}
+
+/*
+ * dlock_stored_name for a report already under way (emit_log_hook): no
+ * catalog lookup, so a name that is not ASCII is shown as \x and its bytes
+ * unless the database is UTF-8 (or SQL_ASCII).
+ */
+char *
+dlock_name_for_report(const char *utf8, int len)
+{
+	int			enc = GetDatabaseEncoding();
+
+	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+		return pnstrdup(utf8, len);
+	return escaped_name(utf8, len);
 }
 
 /*

@@ -207,6 +207,52 @@ def t_errors():
     c.close()
 
 
+@check("psycopg 3, a lease that ran out: a session ended over it, busy or idle, is told so (57L01 in the text, "
+       "the lock's name); a cancelled statement gets 57L02; psycopg2 shows only that the server closed")
+def t_lost_lease():
+    E = psycopg.errors
+    expect_text = 'terminating connection because the lease of lock "%s" ran out'
+    obs = connect3()
+    for name, busy in (("drv-lost-busy", True), ("drv-lost-idle", False)):
+        c = connect3()
+        c.execute("SELECT dlock_try(%s, lease => %s)", (name, SEC / 5))
+        try:
+            if busy:
+                c.execute("SELECT pg_sleep(5)")
+            else:
+                expect(fault.wait_until(lambda: one(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s",
+                                                    (name,)) == 0, timeout=10), "the lease was not enforced")
+                c.execute("SELECT 1")
+            expect(False, "%s: the session lived past its lease" % name)
+        except psycopg.OperationalError as e:
+            # a FATAL reaches psycopg as the connection's error: its text, no sqlstate
+            expect(expect_text % name in str(e) and "The lease ran out at " in str(e),
+                   "%s: psycopg 3 said %r" % (name, str(e)))
+        c.close()
+    # a transaction lock's lease: the statement is cancelled, the session lives
+    c = connect3(autocommit=False)
+    c.execute("SELECT dlock_try_xact(%s, lease => %s)", ("drv-lost-xact", SEC / 5))
+    try:
+        c.execute("SELECT pg_sleep(5)")
+        expect(False, "the statement ran past the transaction lock's lease")
+    except psycopg.OperationalError as e:
+        expect(e.sqlstate == "57L02" and not isinstance(e, E.QueryCanceled) and
+               e.diag.message_primary == 'canceling statement because the lease of lock "drv-lost-xact" ran out',
+               "the cancel said %s %r" % (e.sqlstate, str(e)))
+    c.rollback()
+    expect(one(c, "SELECT 1") == 1, "the session lives on after its statement was cancelled")
+    c.close()
+    # psycopg2 (what test/fault.py uses) drops the FATAL's text
+    c2 = fault.connect()
+    fault.q(c2, "SELECT dlock_try('drv-lost-pg2', lease => '200ms')")
+    try:
+        fault.q(c2, "SELECT pg_sleep(5)")
+        expect(False, "psycopg2's session lived past its lease")
+    except fault.psycopg2.OperationalError as e:
+        expect("server closed the connection unexpectedly" in str(e), "psycopg2 said %r" % str(e))
+    obs.close()
+
+
 @check("psycopg 3 through pgbouncer (transaction pooling, prepare_threshold=None): acquire on one client, "
        "extend and release on another, many times")
 def t_pooled():
@@ -331,7 +377,7 @@ def main():
     c.close()
     pooler.start_bouncer()
     try:
-        for fn in (t_prepared, t_binary, t_errors, t_pooled, t_transactions, t_pipeline):
+        for fn in (t_prepared, t_binary, t_errors, t_lost_lease, t_pooled, t_transactions, t_pipeline):
             fn()
     finally:
         pooler.stop_bouncer()

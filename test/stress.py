@@ -265,14 +265,17 @@ class Worker(threading.Thread):
                     self.x("SELECT pg_sleep(3)")
                     violation("overstayed a lease without being cancelled")
         except psycopg2.errors.QueryCanceled:
-            count("leases enforced (cancelled)")
-            tally("leases expired")
+            violation("a lease's cancel reported as a plain cancel (57014), not 57L02")
         except psycopg2.errors.DeadlockDetected:
             # its wait was in a cycle (queue order counts); an
             # OperationalError too, so caught before that
             count("deadlock detected (single-name waits)")
             tally("deadlocks")
-        except (psycopg2.OperationalError, psycopg2.InterfaceError):
+        except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+            if getattr(e, "pgcode", None) == "57L02":
+                count("leases enforced (cancelled)")
+                tally("leases expired")
+                return
             count("leases enforced (terminated)")
             tally("leases expired")
             self.reconnect()

@@ -190,6 +190,33 @@ dlock_lease_refuse_prepare(void)
  * comparison for every other report: dlock_lease_min is 0 in a backend
  * without leases.
  */
+/*
+ * A transaction hold whose lease had run out, dropped with a subtransaction
+ * in the current transaction (a cancel the reaper sent, caught by a
+ * PL/pgSQL block with an EXCEPTION clause and raised again): the cancel's
+ * report comes after it (dlock_lease_explain).
+ */
+static TimestampTz dropped_expires = 0;
+static char dropped_name[DLOCK_NAME_MAX];
+static int	dropped_len = 0;
+
+void
+dlock_lease_note_dropped(const DlockEntry *e)
+{
+	if (e->lease_expires == 0 || e->lease_expires > GetCurrentTimestamp())
+		return;
+	dropped_expires = e->lease_expires;
+	dropped_len = Min(e->namelen, DLOCK_NAME_MAX);
+	memcpy(dropped_name, e->name, dropped_len);
+}
+
+/* At the end of each transaction (after its reports). */
+void
+dlock_lease_clear_dropped(void)
+{
+	dropped_expires = 0;
+}
+
 void
 dlock_lease_explain(ErrorData *edata)
 {
@@ -202,7 +229,8 @@ dlock_lease_explain(ErrorData *edata)
 	const char *when;
 	int			i;
 
-	if (dlock_lease_min == 0 || dlock_my_slot == NULL || edata->message_id == NULL)
+	if ((dlock_lease_min == 0 && dropped_expires == 0) || dlock_my_slot == NULL ||
+		edata->message_id == NULL)
 		return;
 	if (edata->elevel == FATAL && edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN &&
 		strcmp(edata->message_id, terminated) == 0)
@@ -213,22 +241,40 @@ dlock_lease_explain(ErrorData *edata)
 	else
 		return;
 	now = GetCurrentTimestamp();
-	if (dlock_lease_min > now)
+	if (dlock_lease_min > now && dropped_expires == 0)
 		return;
+	/*
+	 * A hold the reaper acts on: expired, and still held (the lock manager's
+	 * local table: a lookup that neither allocates nor raises).  A cancel is
+	 * for a transaction hold whose session part, if any, is not dlock's
+	 * (its lease marker gone: released behind dlock's back), as the reaper
+	 * decides (victim_scope, reaper.c).
+	 */
 	for (i = 0; i < dlock_my_slot->nused; i++)
 	{
 		const DlockEntry *e = &dlock_my_slot->entries[i];
 
 		if (!e->inuse || e->lease_expires == 0 || e->lease_expires > now ||
-			e->nsession + e->nxact == 0 || (!session && e->nsession > 0))
+			e->nsession + e->nxact == 0 || !dlock_entry_lock_held(e))
+			continue;
+		if (!session && (e->nxact == 0 || (e->nsession > 0 && dlock_marker_held(e->key, e->mode))))
 			continue;
 		if (found == NULL || e->lease_expires < found->lease_expires)
 			found = e;
 	}
-	if (found == NULL)
+	if (found != NULL)
+	{
+		name = dlock_name_for_report(found->name, found->namelen);
+		when = timestamptz_to_str(found->lease_expires);
+	}
+	else if (!session && dropped_expires != 0)
+	{
+		/* its hold went with a subtransaction the cancel rolled back */
+		name = dlock_name_for_report(dropped_name, dropped_len);
+		when = timestamptz_to_str(dropped_expires);
+	}
+	else
 		return;
-	name = dlock_name_for_report(found->name, found->namelen);
-	when = timestamptz_to_str(found->lease_expires);
 	if (session)
 	{
 		edata->sqlerrcode = DLOCK_ERRCODE_LEASE_SESSION;

@@ -43,6 +43,8 @@ extern TimestampTz dlock_lease_min;
 
 extern int64 dlock_lease_arg(FunctionCallInfo fcinfo, int argno, int ms_argno);
 extern void dlock_lease_explain(ErrorData *edata);
+extern void dlock_lease_note_dropped(const DlockEntry *e);
+extern void dlock_lease_clear_dropped(void);
 extern void dlock_lease_note(TimestampTz expires);
 extern void dlock_lease_wake_reaper(TimestampTz expires);
 extern bool dlock_lease_ran_out(const DlockEntry *e);

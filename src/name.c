@@ -563,14 +563,16 @@ dlock_stored_name(const char *utf8, int len)
 /*
  * dlock_stored_name for a report already under way (emit_log_hook): no
  * catalog lookup, so a name that is not ASCII is shown as \x and its bytes
- * unless the database is UTF-8 (or SQL_ASCII).
+ * unless the database is UTF-8 (or SQL_ASCII); so too where the client's
+ * encoding is another, which might lack a character of the name (the report
+ * would then fail to be converted, and the client get 22P05 instead).
  */
 char *
 dlock_name_for_report(const char *utf8, int len)
 {
 	int			enc = GetDatabaseEncoding();
 
-	if (enc == PG_UTF8 || enc == PG_SQL_ASCII)
+	if ((enc == PG_UTF8 || enc == PG_SQL_ASCII) && pg_get_client_encoding() == enc)
 		return pnstrdup(utf8, len);
 	return escaped_name(utf8, len);
 }

@@ -74,6 +74,8 @@ drop_xact_hold(int i)
 
 	/* its waiters wake once the lock manager has released it */
 	dlock_permit_wake_at_end(MyDatabaseId, e->key);
+	if (unlikely(e->lease_expires != 0))
+		dlock_lease_note_dropped(e);
 	dlock_change_begin(ref);
 	if (e->nxact > 0)
 		e->nxact--;
@@ -156,6 +158,7 @@ xact_callback(XactEvent event, void *arg)
 			dlock_lease_clear_release();
 			while (dlock_n_xact_holds > 0)
 				drop_xact_hold(dlock_n_xact_holds - 1);
+			dlock_lease_clear_dropped();
 			dlock_lease_forget_stale_holds();
 			/* this transaction's lock statistics, into dlock_stats */
 			dlock_stats_flush();

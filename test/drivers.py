@@ -28,6 +28,8 @@ import argparse
 import datetime
 import os
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fault  # noqa: E402 - the helpers, once the path is set
@@ -241,6 +243,53 @@ def t_lost_lease():
                "the cancel said %s %r" % (e.sqlstate, str(e)))
     c.rollback()
     expect(one(c, "SELECT 1") == 1, "the session lives on after its statement was cancelled")
+    c.close()
+
+    def cancel_report(name, setup, statement, encoding=None):
+        # the error of statement, run after setup, on a connection whose lease runs out
+        c = connect3(autocommit=False)
+        if encoding:
+            c.execute("SET client_encoding = %s" % encoding)
+        for sql in setup:
+            c.execute(sql, (name,) if "%s" in sql else None)
+        try:
+            c.execute(statement)
+            return "no error"
+        except psycopg.Error as e:
+            return "%s %s" % (e.sqlstate, e.diag.message_primary)
+        finally:
+            c.close()
+    # the cancel reaches a PL/pgSQL block that catches something else and goes on up
+    said = cancel_report("drv-lost-plpgsql", [],
+                         "DO $$ BEGIN PERFORM dlock_try_xact('drv-lost-plpgsql', lease => '200ms'); "
+                         "PERFORM pg_sleep(5); EXCEPTION WHEN division_by_zero THEN NULL; END $$")
+    expect(said == '57L02 canceling statement because the lease of lock "drv-lost-plpgsql" ran out',
+           "cancelled inside a block with an EXCEPTION clause: %s" % said)
+    # the name held at session level (released behind dlock's back) and in the transaction
+    said = cancel_report("drv-lost-both", ["SELECT dlock_try(%s, lease => '1 hour')", "SELECT pg_advisory_unlock_all()",
+                                           "SELECT dlock_try_xact(%s, lease => '200ms')"], "SELECT pg_sleep(5)")
+    expect(said == '57L02 canceling statement because the lease of lock "drv-lost-both" ran out',
+           "a transaction hold beside a session hold released behind dlock's back: %s" % said)
+    # a name the client's encoding cannot show is escaped, not an encoding error (22P05)
+    said = cancel_report(None, ["SELECT dlock_try_xact('drv-lost-' || chr(26085), lease => '200ms')"],
+                         "SELECT pg_sleep(5)", encoding="LATIN1")
+    expect(said == '57L02 canceling statement because the lease of lock "drv-lost-\\xe6\\x97\\xa5" ran out',
+           "a name LATIN1 cannot show: %s" % said)
+    # never a lie: a session whose leased hold went behind dlock's back, then terminated by a DBA
+    c = connect3(autocommit=False)
+    c.execute("SELECT dlock_try('drv-not-lost', lease => '200ms')")
+    c.execute("SELECT pg_advisory_unlock_all()")
+    pid = c.info.backend_pid
+    stopper = connect3()
+    try:
+        threading.Timer(1.0, lambda: stopper.execute("SELECT pg_terminate_backend(%s)", (pid,))).start()
+        c.execute("SELECT pg_sleep(5)")
+        expect(False, "the session lived on")
+    except psycopg.OperationalError as e:
+        expect("terminating connection due to administrator command" in str(e) and "lease" not in str(e),
+               "a DBA's terminate after the hold went behind dlock's back said %r" % str(e))
+    time.sleep(0.2)
+    stopper.close()
     c.close()
     # psycopg2 (what test/fault.py uses) drops the FATAL's text
     c2 = fault.connect()

@@ -220,7 +220,7 @@ func connString() string {
 }
 
 var names = []string{"c-Go", "lease-Go", "s-Go", "d-Go", "x-Go", "p-Go", "pd-Go",
-	"n-Go", "ns-Go", "i-Go", "nl-Go", "w-Go", "pe-Go", "pt-Go", "pu-Go"}
+	"n-Go", "ns-Go", "i-Go", "nl-Go", "w-Go", "pe-Go", "pt-Go", "pu-Go", "lost-Go"}
 
 // sqlState is the SQLSTATE of a server error, or "".
 func sqlState(err error) string {
@@ -691,6 +691,36 @@ func main() {
 		return nil
 	})
 	pool.Close()
+
+	check("a session ended over its lease, used again: pgx returns the server's FATAL as a "+
+		"*pgconn.PgError with Code 57L01 (the lease of lock ... ran out)", func() error {
+		const n = "lost-Go"
+		lost, err := pgx.Connect(ctx, connString())
+		if err != nil {
+			return err
+		}
+		defer lost.Close(ctx)
+		if _, err := lost.Exec(ctx, "SELECT dlock_try_ms($1, false, 200)", n); err != nil {
+			return err
+		}
+		for i := 0; i < 200; i++ {
+			var held int
+			if err := c.QueryRow(ctx, "SELECT count(*) FROM dlock_locks WHERE name = $1 AND granted", n).Scan(&held); err != nil {
+				return err
+			}
+			if held == 0 {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, err = lost.Exec(ctx, "SELECT 1")
+		if err == nil {
+			return fmt.Errorf("the session lived past its lease")
+		}
+		fmt.Printf("#   go: %T (%s): %s\n", err, sqlState(err), err)
+		return want(sqlState(err) == "57L01" && strings.Contains(err.Error(), `the lease of lock "lost-Go" ran out`),
+			"pgx said %T (%s): %v", err, sqlState(err), err)
+	})
 
 	// 8. nothing left
 	check("nothing left in dlock_locks", func() error {

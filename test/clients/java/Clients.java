@@ -534,6 +534,42 @@ public class Clients {
                 }
             });
 
+            // a session ended over its lease, used again
+            group("lost lease", () -> {
+                String n = "lost-Java";
+                try (Connection lost = connect()) {
+                    try (PreparedStatement st = lost.prepareStatement("SELECT dlock_try_ms(?, false, 200)")) {
+                        st.setString(1, n);
+                        st.executeQuery().close();
+                    }
+                    for (int i = 0; i < 200; i++) {
+                        try (PreparedStatement st = c.prepareStatement(
+                                "SELECT count(*) FROM dlock_locks WHERE name = ? AND granted")) {
+                            st.setString(1, n);
+                            try (ResultSet rs = st.executeQuery()) {
+                                rs.next();
+                                if (rs.getInt(1) == 0)
+                                    break;
+                            }
+                        }
+                        Thread.sleep(50);
+                    }
+                    SQLException seen = null;
+                    try (Statement st = lost.createStatement()) {
+                        st.executeQuery("SELECT 1").close();
+                    } catch (SQLException e) {
+                        seen = e;
+                    }
+                    String said = seen == null ? "no error" : seen.getSQLState() + " " + seen.getMessage();
+                    System.out.println("#   java: " + said.replace("\n", " | "));
+                    check("a session ended over its lease, used again: pgjdbc throws a PSQLException with the "
+                            + "server's FATAL: SQLState 57L01, the lease of lock ... ran out",
+                            seen != null && "57L01".equals(seen.getSQLState())
+                                    && seen.getMessage().contains("the lease of lock \"" + n + "\" ran out"),
+                            said);
+                }
+            });
+
             // 8. nothing left
             group("nothing left", () -> {
                 List<String> left = new ArrayList<>();

@@ -142,6 +142,7 @@ const NAMES = {
   poolError: 'pe-Node',
   poolTx: 'pt-Node',
   poolUnlock: 'pu-Node',
+  lost: 'lost-Node',
 };
 const ALL_NAMES = Object.values(NAMES);
 
@@ -508,6 +509,32 @@ async function main() {
     } finally {
       await pool.end();
     }
+  });
+
+  await check("a session ended over its lease: an idle client emits 'error' with the server's FATAL "
+    + '(code 57L01, the lease of lock ... ran out); without a listener that ends the process', async () => {
+    const lost = new pg.Client(config);
+    const events = [];
+    lost.on('error', (err) => events.push(err));
+    await lost.connect();
+    await lost.query('SELECT dlock_try_ms($1, false, 200)', [NAMES.lost]);
+    for (let i = 0; i < 200 && events.length === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    let later = null;
+    try {
+      await lost.query('SELECT 1');
+    } catch (err) {
+      later = err;
+    }
+    const first = events[0];
+    console.log(`#   node: 'error' event: ${first ? `${first.code} ${first.message}` : 'none'}; `
+      + `the next query: ${later ? `${later.code || ''} ${later.message}` : 'no error'}`);
+    expect(first && first.code === '57L01'
+      && first.message.includes(`the lease of lock "${NAMES.lost}" ran out`),
+    `'error' event: ${first ? `${first.code} ${first.message}` : 'none'}`);
+    expect(later !== null, 'the next query did not fail');
+    await lost.end().catch(() => {});
   });
 
   await check('nothing left in dlock_locks', async () => {

@@ -207,7 +207,7 @@ $dsn = sprintf(
 $user = $env('PGUSER', 'postgres');
 $connect = static fn (array $options = []): PDO => new PDO($dsn, $user, null, $options);
 
-const NAMES = ['c-PHP', 'lease-PHP', 's-PHP', 'd-PHP', 'x-PHP', 'p-PHP', 'm-PHP', 'n-PHP', 'f-PHP', 'w-PHP'];
+const NAMES = ['c-PHP', 'lease-PHP', 's-PHP', 'd-PHP', 'x-PHP', 'p-PHP', 'm-PHP', 'n-PHP', 'f-PHP', 'w-PHP', 'lost-PHP'];
 
 /** Rows in dlock_locks (held or awaited) for the given names, seen from $conn. */
 function viewCount(PDO $conn, array $names, bool $grantedOnly = false): int
@@ -549,6 +549,26 @@ $check('the wrong way: locked on one persistent connection, unlocked on another:
         expect(unlock($second, $name) === false, 'unlock(second) was not false');
         expect(viewCount($c, [$name], true) === 1, 'not held after unlock(second)');
         expect(unlock($first, $name) === true, 'unlock(first) was not true');
+    });
+
+// a session ended over its lease, then used again
+$check('a session ended over its lease, used again: PDO throws a PDOException whose message has the '
+    . "server's FATAL (the lease of lock ... ran out)",
+    static function () use ($connect, $c): void {
+        $name = 'lost-PHP';
+        $lost = $connect([PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
+        $lost->prepare('SELECT dlock_try_ms(?, false, 200)')->execute([$name]);
+        for ($i = 0; $i < 200 && viewCount($c, [$name], true) > 0; $i++) {
+            usleep(50000);
+        }
+        try {
+            $lost->query('SELECT 1');
+            expect(false, 'the session lived past its lease');
+        } catch (PDOException $e) {
+            echo '#   php: ', get_class($e), ' [', $e->getCode(), ']: ', str_replace("\n", ' | ', $e->getMessage()), "\n";
+            expect(str_contains($e->getMessage(), "the lease of lock \"$name\" ran out"),
+                'PDO said [' . $e->getCode() . '] ' . $e->getMessage());
+        }
     });
 
 // 8. nothing left

@@ -448,6 +448,27 @@ def main():
     step("the wrong way: locked on one pooled connection, unlocked on another: False, still held"
          " (until the pool is closed)", wrong_way)
 
+    def lost_lease():
+        n = "lost-python"
+        names.append(n)
+        conn = connect(conninfo())
+        conn.execute("SELECT dlock_try_ms(%s, false, 200)", (n,))
+        deadline = time.monotonic() + 10
+        while count_held(watch, n) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            conn.execute("SELECT 1")
+            return "the session lived past its lease"
+        except psycopg.OperationalError as e:
+            print("#   python: %s: %s" % (type(e).__name__, str(e).replace("\n", " | ")))
+            if 'terminating connection because the lease of lock "%s" ran out' % n not in str(e):
+                return "psycopg 3 said %r" % str(e)
+            return True
+        finally:
+            conn.close()
+    step("a session ended over its lease, used again: psycopg 3 raises OperationalError whose"
+         " text has the server's FATAL (the lease of lock ... ran out); e.sqlstate is None", lost_lease)
+
     step("nothing left held", lambda: watch.execute(
         "SELECT count(*) FROM dlock_locks WHERE name = ANY(%s)", (names,)).fetchone()[0] == 0 or "held")
     for conn in (a, b, c, watch):

@@ -444,6 +444,23 @@ begin
     expect(p, "held after the pool's shutdown", granted_count_after_close(c, N_WRONG), 0)
   end
 
+  check("a session ended over its lease, used again: ruby-pg raises PG::ConnectionBad (or " \
+        "PG::UnableToSend) whose message has the server's FATAL (the lease of lock ... ran out)") do |p|
+    lost = connect
+    one(lost, "SELECT dlock_try_ms($1, false, 200)", ["lost-ruby"])
+    deadline = now + 10
+    sleep 0.05 while granted_count(c, "lost-ruby") > 0 && now < deadline
+    begin
+      lost.exec("SELECT 1")
+      p << "the session lived past its lease"
+    rescue PG::Error => e
+      puts "#   ruby: #{e.class}: #{e.message.gsub("\n", " | ")}"
+      p << "ruby-pg said #{e.class}: #{e.message}" unless e.message.include?('the lease of lock "lost-ruby" ran out')
+    ensure
+      lost.close unless lost.finished?
+    end
+  end
+
   check("nothing left in dlock_locks") do |p|
     ALL_NAMES.each do |n|
       rows = Integer(one(c, "SELECT count(*) FROM dlock_locks WHERE name = $1", [n]))

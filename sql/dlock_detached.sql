@@ -129,7 +129,10 @@ SELECT lease FROM detached('d');
 -- with the wrong token or name: an error; release: false and a warning
 SELECT attempt(format($$SELECT dlock_extend('d', %s, '1 min')$$, :t + 1000));
 SELECT attempt(format($$SELECT dlock_extend('other', %s, '1 min')$$, :t));
+-- (its DETAIL and HINT: also an acquisition whose transaction never committed)
+\set VERBOSITY default
 SELECT dlock_release('d', 42);
+\set VERBOSITY terse
 SET client_min_messages = error;
 SELECT dlock_release('d', :t + 1000) AS wrong_token, dlock_release('other', :t) AS wrong_name;
 RESET client_min_messages;

@@ -145,3 +145,4 @@ RESET dlock.max_held_locks;
 
 DROP FUNCTION try_sql(text);
 DROP FUNCTION held();
+

@@ -333,6 +333,14 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
  * dlock_extend(name, token, lease, lease_ms, info), and with ms
  * dlock_extend_ms(name, token, lease_ms, info) -> the new expiry
  */
+/*
+ * Why a token may hold nothing: also an acquisition whose transaction did
+ * not commit, which the lock holder undid (a driver with autocommit off
+ * that never commits: psycopg2's default).
+ */
+#define NOT_HELD_DETAIL "It was released, or its lease ran out, or the transaction that acquired it rolled back or never committed, or the token is another lock's."
+#define NOT_HELD_HINT "A dlock_acquire is undone unless its transaction commits: with autocommit off, commit right after it."
+
 static Datum
 extend(FunctionCallInfo fcinfo, bool ms)
 {
@@ -383,7 +391,8 @@ extend(FunctionCallInfo fcinfo, bool ms)
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("detached lock \"%s\" is not held with token " INT64_FORMAT,
 							dlock_display_name(&name), token),
-					 errdetail("It was released, or its lease ran out, or the token is another lock's.")));
+					 errdetail(NOT_HELD_DETAIL),
+					 errhint(NOT_HELD_HINT)));
 			break;
 		default:
 			dlock_error_raise(&r->error);
@@ -448,7 +457,9 @@ release_one(const DlockName *namep, int64 token)
 				ereport(WARNING,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						 errmsg("detached lock \"%s\" is not held with token " INT64_FORMAT,
-								dlock_display_name(&name), token)));
+								dlock_display_name(&name), token),
+						 errdetail(NOT_HELD_DETAIL),
+						 errhint(NOT_HELD_HINT)));
 			break;
 		default:
 			dlock_error_raise(&r->error);

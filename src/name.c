@@ -656,3 +656,37 @@ dlock_client_address(const PgBackendStatus *be, char *buf)
 	}
 	clean_ipv6_addr(be->st_clientaddr.addr.ss_family, buf);
 }
+
+/*
+ * A call of a dlock function that PostgreSQL could not match (42883), as
+ * its report is about to go out (emit_log_hook, dlock.c): where a duration
+ * was given as a number or as varchar (dlock_lock('job', timeout => 5), or
+ * pgjdbc's setString), PostgreSQL's hint ("You might need to add explicit
+ * type casts") becomes one that says what dlock takes.  Raises nothing.
+ */
+void
+dlock_explain_call(ErrorData *edata)
+{
+	static const char *const typed[] = {
+		" => integer", " => bigint", " => smallint", " => numeric", " => double precision",
+		" => real", " => character varying", ", integer", ", numeric", ", double precision",
+		", character varying"
+	};
+	const char *m = edata->message;
+
+	if (edata->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION || edata->elevel != ERROR || m == NULL ||
+		edata->message_id == NULL || strcmp(edata->message_id, "function %s does not exist") != 0 ||
+		strstr(m, "dlock_") == NULL)
+		return;
+	for (int i = 0; i < (int) lengthof(typed); i++)
+	{
+		if (strstr(m, typed[i]) != NULL)
+		{
+			edata->hint = pstrdup("dlock's durations (timeout, lease, min_hold) are intervals, such as '5 s' or a "
+								  "parameter cast to interval; give a number of milliseconds as timeout_ms, "
+								  "lease_ms or min_hold_ms, or call the positional forms (dlock_try_ms, "
+								  "dlock_lock_ms, dlock_acquire_ms, ...).");
+			return;
+		}
+	}
+}

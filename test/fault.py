@@ -650,6 +650,33 @@ def t_expired_cannot_commit():
     b.close()
 
 
+@check("deadlock: the report names dlock's locks in words beside PostgreSQL's four numbers, "
+       "in the client's DETAIL and in the log")
+def t_deadlock_named():
+    off = log_size()
+    a, obs = connect(), connect()
+    q(a, "SELECT dlock_try('dl-a')")
+    # B holds dl-b and waits for dl-a; then A waits for dl-b: one of them is the cycle's victim
+    w = Waiter("SELECT dlock_lock('dl-a', '30s')", setup=("SELECT dlock_try('dl-b')",))
+    w.start_and_wait_blocked(obs)
+    err = None
+    try:
+        q(a, "SELECT dlock_lock('dl-b', '30s')")
+    except psycopg2.errors.DeadlockDetected as e:
+        err = e
+    w.join(30)
+    if err is None:
+        err = w.error
+    expect(isinstance(err, psycopg2.errors.DeadlockDetected), "no deadlock: %r / %r" % (err, w.result))
+    detail = err.diag.message_detail or ""
+    expect('(dlock lock "dl-a")' in detail and '(dlock lock "dl-b")' in detail and "advisory lock [" in detail,
+           "the DETAIL: %r" % detail)
+    expect(wait_until(lambda: 'advisory lock [' in log_since(off) and '(dlock lock "dl-b")' in log_since(off), 5),
+           "the log's DETAIL does not name the locks")
+    for c in (a, obs, w.conn):
+        c.close()
+
+
 @check("lease, session scope: the holder's session is terminated, the waiter gets the lock, logged")
 def t_lease_session():
     def holder(a):
@@ -1405,7 +1432,7 @@ def main():
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
               t_semaphore_queue, t_semaphore_deadlock, t_semaphore_deadlock_own_share,
               t_semaphore_no_false_deadlock,
-              t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
+              t_deadlock_named, t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,
               t_lease_discard_relock, t_lease_temp_tables, t_lease_fdw_commit,

@@ -10,6 +10,7 @@ README.md and every page of doc/ are read as a user reads them:
   installation block (the one that creates the extension) first; each doc/
   page's in a database with the extension created in public;
 - every link to a page of the manual names a page and a heading that exist;
+- every ```sh block parses as bash (bash -n; they are not run);
 - README.md stays short (at most 500 lines) and links every page of doc/,
   and META.json names them all.
 
@@ -174,12 +175,27 @@ def run_blocks(port):
     report(total >= 25, "the manual has its sql blocks (%d found)" % total)
 
 
+def check_shell():
+    """every ```sh block parses as bash (bash -n: nothing runs)"""
+    bad, count = [], 0
+    for page in PAGES:
+        for line, lang, body in fenced_blocks(open(page, encoding="utf-8").read()):
+            if lang != "sh":
+                continue
+            count += 1
+            r = subprocess.run(["bash", "-n"], input=body, capture_output=True, text=True)
+            if r.returncode != 0:
+                bad.append("%s:%d: %s" % (rel(page), line, r.stderr.strip()))
+    report(not bad, "the %d sh blocks of the manual parse as bash" % count, "; ".join(bad))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, required=True)
     args = ap.parse_args()
     check_readme()
     check_links()
+    check_shell()
     run_blocks(args.port)
     print("# all doc checks ran", flush=True)
     sys.exit(1 if FAILED else 0)

@@ -7,5 +7,9 @@ SELECT dlock_lock('x', timeout => 5);
 SELECT dlock_try('x', lease => 30000);
 SELECT dlock_lock('x', 5);
 SELECT dlock_lock('x', timeout => '5 s'::varchar);
--- other calls that match nothing keep PostgreSQL's hint
+-- other calls that match nothing keep PostgreSQL's hint: a wrong argument name,
+-- a number where no duration goes, a function that takes no interval
 SELECT dlock_try('x', nonsense => true);
+SELECT dlock_try('x', 1);
+SELECT dlock_release('x', '123'::varchar);
+SELECT dlock_try_ms('x', false, 5.5);

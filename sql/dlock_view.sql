@@ -71,3 +71,12 @@ SELECT name, key = :cafe_key AS same_key, database = current_database() AS this_
 SELECT dlock_unlock('café');
 \c :regress_db
 DROP DATABASE dlock_latin1;
+
+-- dlock_summary (1.6): one row per name
+SELECT dlock_try('sum-a'), dlock_try('sum-a'), dlock_try('sum-b', shared => true, lease => '1 hour');
+SELECT name, holders, waiters, held_modes, longest_hold IS NOT NULL AS has_longest_hold,
+       longest_wait, next_lease_end IS NOT NULL AS has_lease_end,
+       holder_pids = ARRAY[pg_backend_pid()] AS held_here, first_waiter_pid
+  FROM dlock_summary WHERE name LIKE 'sum-%' ORDER BY name;
+SELECT dlock_unlock('sum-a'), dlock_unlock('sum-a'), dlock_unlock('sum-b', shared => true);
+SELECT count(*) AS left_in_summary FROM dlock_summary WHERE name LIKE 'sum-%';

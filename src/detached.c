@@ -339,7 +339,7 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
  * that never commits: psycopg2's default).
  */
 #define NOT_HELD_DETAIL "It was released, or its lease ran out, or the transaction that acquired it rolled back or never committed, or the token is another lock's."
-#define NOT_HELD_HINT "A dlock_acquire is undone unless its transaction commits: with autocommit off, commit right after it."
+#define NOT_HELD_HINT "If the token came from a dlock_acquire whose transaction did not commit (autocommit off), that acquisition was undone: commit right after dlock_acquire."
 
 static Datum
 extend(FunctionCallInfo fcinfo, bool ms)

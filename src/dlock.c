@@ -85,15 +85,13 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 /*
  * Every report of this backend, before it is logged and sent: the end of a
  * session or a statement that the lease reaper caused says so (leases.c),
- * a call that does not match says what dlock takes (name.c), and a deadlock
- * names dlock's locks (lock_wait.c).
+ * and a call that does not match says what dlock takes (name.c).
  */
 static void
 dlock_emit_log(ErrorData *edata)
 {
 	dlock_lease_explain(edata);
 	dlock_explain_call(edata);
-	dlock_explain_deadlock(edata);
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

@@ -298,6 +298,9 @@ dlock_lease_explain(ErrorData *edata)
 	}
 	edata->hint = pstrdup("Treat the lock as lost since then: a fenced resource refuses its token. "
 						  "Renew a lease well before it runs out (dlock_renew).");
+	/* the log's own DETAIL (19: who sent the signal), after dlock's */
+	if (edata->detail_log != NULL)
+		edata->detail_log = psprintf("%s %s", edata->detail, edata->detail_log);
 }
 
 /* A live hold whose lease has run out: it is being taken away. */

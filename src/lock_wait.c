@@ -48,47 +48,75 @@ dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const 
 }
 
 /*
- * The last name this backend waited for: a deadlock's report comes after
- * the entry of a name it did not hold is gone (dlock_explain_deadlock).
+ * A name fit to stand in a report's DETAIL between quotes: nothing that
+ * could pass for another line or end the quotes (a name is the caller's
+ * own text).
  */
-static int64 waited_key;
-static int	waited_len = -1;
-static char waited_name[DLOCK_NAME_MAX];
-
-static void
-note_waited(const DlockName *name)
+static bool
+plain_name(const char *name)
 {
-	waited_key = name->key;
-	waited_len = Min(name->len, DLOCK_NAME_MAX);
-	memcpy(waited_name, name->utf8, waited_len);
+	for (const char *c = name; *c; c++)
+		if ((unsigned char) *c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f)
+			return false;
+	return true;
 }
 
 /* The name of key in this database as this backend knows it, or NULL. */
 static char *
-known_name(int64 key)
+known_name(int64 key, const DlockName *waited)
 {
+	char	   *name = NULL;
 	int			i;
 
-	if (dlock_my_slot != NULL)
+	if (key == waited->key)
+		name = dlock_name_for_report(waited->utf8, waited->len);
+	else if (dlock_my_slot != NULL)
 	{
-		for (i = 0; i < dlock_my_slot->nused; i++)
+		for (i = 0; i < dlock_my_slot->nused && name == NULL; i++)
 		{
 			const DlockEntry *e = &dlock_my_slot->entries[i];
 
 			if (e->inuse && e->key == key)
-				return dlock_name_for_report(e->name, e->namelen);
+				name = dlock_name_for_report(e->name, e->namelen);
 		}
 	}
-	if (waited_len >= 0 && waited_key == key)
-		return dlock_name_for_report(waited_name, waited_len);
-	return NULL;
+	return name != NULL && plain_name(name) ? name : NULL;
 }
 
-/* text: a deadlock's DETAIL, with each of dlock's locks this backend knows named */
-static char *
-name_locks(const char *text)
+/* Reads "[d,d,d,d]" (decimal digits only) at p into v; the length read, or 0. */
+static int
+lock_numbers(const char *p, uint32 *v)
 {
-	static const char *const mark = "advisory lock [";
+	const char *c = p;
+
+	if (*c++ != '[')
+		return 0;
+	for (int i = 0; i < 4; i++)
+	{
+		uint64		n = 0;
+		int			digits = 0;
+
+		while (*c >= '0' && *c <= '9' && digits < 10)
+		{
+			n = n * 10 + (uint64) (*c++ - '0');
+			digits++;
+		}
+		if (digits == 0 || n > PG_UINT32_MAX || *c++ != (i < 3 ? ',' : ']'))
+			return 0;
+		v[i] = (uint32) n;
+	}
+	return (int) (c - p);
+}
+
+/*
+ * A deadlock's DETAIL, with each of dlock's locks this backend knows the
+ * name of (the one it waited for, and those it holds) named beside
+ * PostgreSQL's four numbers.  Linear in the text; reads nothing but it.
+ */
+static char *
+name_locks(const char *text, const DlockName *waited)
+{
+	static const char mark[] = "advisory lock ";
 	StringInfoData buf;
 	const char *p = text;
 	const char *at;
@@ -96,53 +124,55 @@ name_locks(const char *text)
 	initStringInfo(&buf);
 	while ((at = strstr(p, mark)) != NULL)
 	{
-		unsigned int db,
-					hi,
-					lo,
-					sub;
-		const char *end = strchr(at, ']');
+		uint32		v[4];
+		int			len;
 		char	   *name = NULL;
 
-		if (end == NULL)
-			break;
-		appendBinaryStringInfo(&buf, p, (int) (end + 1 - p));
-		p = end + 1;
-		if (sscanf(at, "advisory lock [%u,%u,%u,%u]", &db, &hi, &lo, &sub) == 4 &&
-			db == MyDatabaseId)
-			name = known_name((int64) (((uint64) hi << 32) | (uint64) lo));
+		at += sizeof(mark) - 1;
+		appendBinaryStringInfo(&buf, p, (int) (at - p));
+		p = at;
+		len = lock_numbers(at, v);
+		if (len == 0)
+			continue;
+		appendBinaryStringInfo(&buf, at, len);
+		p = at + len;
+		if (v[0] == MyDatabaseId)
+			name = known_name((int64) (((uint64) v[1] << 32) | (uint64) v[2]), waited);
 		if (name == NULL)
 			continue;
-		if (sub == DLOCK_SUBID_KEY)
+		if (v[3] == DLOCK_SUBID_KEY)
 			appendStringInfo(&buf, " (dlock lock \"%s\")", name);
-		else if (sub == DLOCK_SUBID_LINE)
+		else if (v[3] == DLOCK_SUBID_LINE)
 			appendStringInfo(&buf, " (the line of detached lock \"%s\")", name);
-		else if (sub == DLOCK_SUBID_TURNSTILE)
+		else if (v[3] == DLOCK_SUBID_TURNSTILE)
 			appendStringInfo(&buf, " (the line of semaphore \"%s\")", name);
-		else if (sub > DLOCK_SUBID_TURNSTILE)
-			appendStringInfo(&buf, " (permit %u of semaphore \"%s\")", sub - DLOCK_SUBID_TURNSTILE, name);
+		else if (v[3] > DLOCK_SUBID_TURNSTILE + 1 && v[3] <= DLOCK_SUBID_TURNSTILE + DLOCK_PERMITS_MAX)
+			appendStringInfo(&buf, " (permit %u of semaphore \"%s\")", v[3] - DLOCK_SUBID_TURNSTILE, name);
 	}
 	appendStringInfoString(&buf, p);
 	return buf.data;
 }
 
 /*
- * A deadlock's report (40P01), as it is about to go out (emit_log_hook,
- * dlock.c): PostgreSQL names each lock of the cycle by four numbers
- * ("advisory lock [16384,2017062713,1524364846,1]"); the ones this backend
- * knows the names of (those it holds, and the one it waited for) get their
- * names beside them, in the client's DETAIL and the log's.  Raises nothing,
- * reads no catalog and no other backend's memory.
+ * A deadlock found while this backend waited for waited: PostgreSQL names
+ * each lock of the cycle by four numbers ("advisory lock
+ * [16384,2017062713,1524364846,1]"); those this backend knows get their
+ * names beside them, in the client's DETAIL and in the log's, whose query
+ * lines after it are left as they are.
  */
-void
-dlock_explain_deadlock(ErrorData *edata)
+static void
+name_deadlock(ErrorData *edata, const DlockName *waited)
 {
-	if (edata->sqlerrcode != ERRCODE_T_R_DEADLOCK_DETECTED || edata->elevel != ERROR ||
-		edata->message_id == NULL || strcmp(edata->message_id, "deadlock detected") != 0)
+	size_t		n;
+	char	   *named;
+
+	if (edata->detail == NULL)
 		return;
-	if (edata->detail != NULL && strstr(edata->detail, "advisory lock [") != NULL)
-		edata->detail = name_locks(edata->detail);
-	if (edata->detail_log != NULL && strstr(edata->detail_log, "advisory lock [") != NULL)
-		edata->detail_log = name_locks(edata->detail_log);
+	n = strlen(edata->detail);
+	named = name_locks(edata->detail, waited);
+	if (edata->detail_log != NULL && strncmp(edata->detail_log, edata->detail, n) == 0)
+		edata->detail_log = psprintf("%s%s", named, edata->detail_log + n);
+	edata->detail = named;
 }
 
 /* Release a session lock the caller is not to keep, if the lock manager has it. */
@@ -283,7 +313,6 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 	bool		stmt_armed = get_timeout_active(STATEMENT_TIMEOUT);
 	TimestampTz stmt_deadline = get_timeout_finish_time(STATEMENT_TIMEOUT);
 
-	note_waited(name);
 	if (ref >= 0)
 		dlock_set_waiting(ref, name, mode, xact ? DLOCK_WAIT_XACT : DLOCK_WAIT_SESSION, info);
 	if (timeout_us >= 0)
@@ -344,6 +373,13 @@ dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, bool sessi
 			 */
 			release_if_held(tag, lockmode, !session);
 			count_entry_wait_end(ref, name, mode, dlock_stat_wait_error(edata->sqlerrcode), start);
+			if (edata->sqlerrcode == ERRCODE_T_R_DEADLOCK_DETECTED)
+			{
+				/* the same error, with dlock's names in its DETAIL */
+				name_deadlock(edata, name);
+				FlushErrorState();
+				ReThrowError(edata);
+			}
 			FreeErrorData(edata);
 			PG_RE_THROW();
 		}

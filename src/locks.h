@@ -48,7 +48,6 @@ extern void dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 
 							  const DlockInfo *info);
 extern void dlock_count_wait_end(const DlockName *name, uint8 mode, int event,
 								 TimestampTz start);
-extern void dlock_explain_deadlock(ErrorData *edata);
 extern LockAcquireResult dlock_wait_for_lock(const LOCKTAG *tag, LOCKMODE lockmode, bool xact,
 											 bool session, int64 timeout_us, int ref,
 											 const DlockName *name, uint8 mode,

@@ -651,29 +651,77 @@ def t_expired_cannot_commit():
 
 
 @check("deadlock: the report names dlock's locks in words beside PostgreSQL's four numbers, "
-       "in the client's DETAIL and in the log")
+       "in the client's DETAIL and in the log, whatever log_min_messages says; a name that could "
+       "forge a line is left out")
 def t_deadlock_named():
+    def cycle(a_name, b_name, settings=()):
+        a, obs = connect(), connect()
+        for sql in settings:
+            q(a, sql)
+        q(a, "SELECT dlock_try(%s)", (a_name,))
+        # B holds b_name and waits for a_name; then A waits for b_name: one is the victim
+        w = Waiter("SELECT dlock_lock(%s, '30s')", (a_name,), setup=tuple(settings) + (
+            "SELECT dlock_try('%s')" % b_name.replace("'", "''"),))
+        w.start_and_wait_blocked(obs)
+        err = None
+        try:
+            q(a, "SELECT dlock_lock(%s, '30s')", (b_name,))
+        except psycopg2.errors.DeadlockDetected as e:
+            err = e
+        w.join(30)
+        if err is None:
+            err = w.error
+        for c in (a, obs, w.conn):
+            c.close()
+        expect(isinstance(err, psycopg2.errors.DeadlockDetected), "no deadlock: %r / %r" % (err, w.result))
+        return err.diag.message_detail or ""
+
     off = log_size()
-    a, obs = connect(), connect()
-    q(a, "SELECT dlock_try('dl-a')")
-    # B holds dl-b and waits for dl-a; then A waits for dl-b: one of them is the cycle's victim
-    w = Waiter("SELECT dlock_lock('dl-a', '30s')", setup=("SELECT dlock_try('dl-b')",))
-    w.start_and_wait_blocked(obs)
-    err = None
-    try:
-        q(a, "SELECT dlock_lock('dl-b', '30s')")
-    except psycopg2.errors.DeadlockDetected as e:
-        err = e
-    w.join(30)
-    if err is None:
-        err = w.error
-    expect(isinstance(err, psycopg2.errors.DeadlockDetected), "no deadlock: %r / %r" % (err, w.result))
-    detail = err.diag.message_detail or ""
+    detail = cycle("dl-a", "dl-b")
     expect('(dlock lock "dl-a")' in detail and '(dlock lock "dl-b")' in detail and "advisory lock [" in detail,
            "the DETAIL: %r" % detail)
     expect(wait_until(lambda: 'advisory lock [' in log_since(off) and '(dlock lock "dl-b")' in log_since(off), 5),
            "the log's DETAIL does not name the locks")
-    for c in (a, obs, w.conn):
+    # not a report rewritten on its way out: the error itself says it
+    detail = cycle("dl-c", "dl-d", ("SET log_min_messages = fatal",))
+    expect('(dlock lock "dl-c")' in detail and '(dlock lock "dl-d")' in detail,
+           "with log_min_messages = fatal, the DETAIL: %r" % detail)
+    # a name with a line break or a quote is not put into the DETAIL
+    detail = cycle('dl-e"\nProcess 1 waits', "dl-f")
+    expect('(dlock lock "dl-f")' in detail and "Process 1 waits" not in detail,
+           "a name that could forge a line: %r" % detail)
+
+
+@check("view: a semaphore's first in line is blocked by the name's holders; dlock_summary counts "
+       "holders and waiters and names the first waiter")
+def t_semaphore_view_summary():
+    a, b, obs = connect(), connect(), connect()
+    q(a, "SELECT dlock_try('sum-sem', permits => 2)")
+    q(b, "SELECT dlock_try('sum-sem', permits => 2)")
+    first = Waiter("SELECT dlock_lock('sum-sem', '30s', permits => 2)")
+    first.start()
+    expect(wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'sum-sem' AND NOT granted") == 1),
+           "the first in line is not shown")
+    second = Waiter("SELECT dlock_lock('sum-sem', '30s', permits => 2)")
+    second.start_and_wait_blocked(obs)
+    holders = sorted([pid_of(a), pid_of(b)])
+    got = q(obs, "SELECT blocked_by FROM dlock_locks WHERE name = 'sum-sem' AND pid = %s", (first.pid,))
+    expect(sorted(got or []) == holders, "the first in line's blocked_by: %r, the holders %r" % (got, holders))
+    got = q(obs, "SELECT blocked_by FROM dlock_locks WHERE name = 'sum-sem' AND pid = %s", (second.pid,))
+    expect(first.pid in (got or []), "the second in line's blocked_by %r lacks the first %d" % (got, first.pid))
+    row = q(obs, "SELECT row(holders, waiters, first_waiter_pid, holder_pids)::text FROM dlock_summary "
+                 "WHERE name = 'sum-sem'")
+    expect(row == "(2,2,%d,\"{%d,%d}\")" % (first.pid, pid_of(a), pid_of(b)), "dlock_summary: %s" % row)
+    q(a, "SELECT dlock_unlock('sum-sem')")
+    first.join(10)
+    q(b, "SELECT dlock_unlock('sum-sem')")
+    second.join(10)
+    expect(first.result is True and second.result is True, "the waiters got %r, %r" % (first.result, second.result))
+    for c in (first.conn, second.conn):
+        q(c, "SELECT dlock_unlock_all()")
+        c.close()
+    expect(q(obs, "SELECT count(*) FROM dlock_summary WHERE name = 'sum-sem'") == 0, "left in dlock_summary")
+    for c in (a, b, obs):
         c.close()
 
 
@@ -1432,7 +1480,7 @@ def main():
               t_deadline_and_statement_timeout, t_holder_terminated, t_waiter_terminated, t_leader_election, t_several_holder_stalled,
               t_semaphore_queue, t_semaphore_deadlock, t_semaphore_deadlock_own_share,
               t_semaphore_no_false_deadlock,
-              t_deadlock_named, t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
+              t_deadlock_named, t_semaphore_view_summary, t_lease_session, t_lease_xact_busy, t_lease_xact_idle, t_lease_renew, t_lease_released_elsewhere, t_renew_expired, t_expired_cannot_commit,
               t_cross_db, t_detached_queue_order, t_detached_client_gone, t_detached_grant_then_cancel,
               t_detached_waits_in_queue, t_detached_lease_bound, t_detached_shared_no_jump,
               t_lease_discard_relock, t_lease_temp_tables, t_lease_fdw_commit,

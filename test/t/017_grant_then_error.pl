@@ -83,7 +83,8 @@ $bad = 0;
 for my $d (1 .. 24)
 {
 	my $holder = $node->background_psql('postgres');
-	$holder->query_safe("SELECT dlock_try('x')");
+	# (waits for the session of the depth before, whose backend may still be exiting)
+	$holder->query_safe("SELECT dlock_lock('x', timeout => '10s')");
 	my ($ok, $held, $waiting, $named, $err) = at_depth(
 		$d,
 		"dlock_lock('x', timeout => '10s', lease => '5s')",

@@ -21,6 +21,7 @@
 #include "dlock.h"
 #include "detached.h"
 #include "entries.h"
+#include "hints.h"
 #include "leases.h"
 #include "locks.h"
 #include "name.h"
@@ -85,7 +86,7 @@ dlock_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 /*
  * Every report of this backend, before it is logged and sent: the end of a
  * session or a statement that the lease reaper caused says so (leases.c),
- * and a call that does not match says what dlock takes (name.c).
+ * and a call that does not match says what dlock takes (hints.c).
  */
 static void
 dlock_emit_log(ErrorData *edata)

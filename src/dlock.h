@@ -21,6 +21,8 @@
  *     fault.c/.h     fault points (only in the fault-injection build)
  *     sha256.c/.h    the hash of names
  *     name.c/.h      names, keys (dlock_key), argument checks, SQL values
+ *     hints.c/.h     dlock's hint in PostgreSQL's report of a call it could
+ *                    not match (a duration given as a number)
  *     changecount.c/.h  the change counter: one writer, readers that copy
  *     subxact.c/.h   a step in an internal subtransaction (several names)
  *  2. shared memory and per-backend records

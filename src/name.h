@@ -164,7 +164,6 @@ extern TimestampTz dlock_lease_end(TimestampTz now, int64 lease_us);
 extern Datum dlock_name_datum(const char *name, int namelen, bool *isnull);
 extern char *dlock_stored_name(const char *utf8, int len);
 extern char *dlock_name_for_report(const char *utf8, int len);
-extern void dlock_explain_call(ErrorData *edata);
 extern Datum dlock_database_name(Oid dbid, bool as_text, bool *isnull);
 extern void dlock_database_names_reset(void);
 extern Datum dlock_interval_datum(int64 us);

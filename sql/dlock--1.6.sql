@@ -401,33 +401,25 @@ AS 'MODULE_PATHNAME', 'dlock_locks_1_5'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW "@extschema@".dlock_locks AS
-WITH h AS MATERIALIZED (
-  -- read only if some waiter is blocked by nobody the lock manager names
-  SELECT pid, key, database, since FROM "@extschema@".dlock_locks() WHERE granted)
-SELECT l.database::pg_catalog.name COLLATE pg_catalog."C" AS database, l.name, l.key, l.mode,
-       l.scope, l.granted, l.pid, l.username::pg_catalog.name COLLATE pg_catalog."C" AS username,
-       l.application_name, l.client_addr, l.since, l.lease_expires, l.token, l.wait_time,
-       CASE WHEN l.granted THEN NULL
-            WHEN pg_catalog.cardinality(b.pids) OPERATOR(pg_catalog.>) 0 THEN b.pids
-            ELSE (SELECT pg_catalog.array_agg(h.pid ORDER BY h.since) FROM h
-                   WHERE h.key OPERATOR(pg_catalog.=) l.key
-                     AND h.database OPERATOR(pg_catalog.=) l.database
-                     AND h.pid OPERATOR(pg_catalog.<>) l.pid)
-       END AS blocked_by,
-       l.hold_time, l.info, l.permit
-  FROM "@extschema@".dlock_locks() l CROSS JOIN LATERAL
-       (SELECT CASE WHEN NOT l.granted THEN pg_catalog.pg_blocking_pids(l.pid) END AS pids) b;
+SELECT database::pg_catalog.name COLLATE pg_catalog."C" AS database, name, key, mode, scope,
+       granted, pid, username::pg_catalog.name COLLATE pg_catalog."C" AS username,
+       application_name, client_addr, since, lease_expires, token, wait_time,
+       CASE WHEN NOT granted THEN pg_catalog.pg_blocking_pids(pid) END AS blocked_by,
+       hold_time, info, permit
+  FROM "@extschema@".dlock_locks();
 
 GRANT SELECT ON "@extschema@".dlock_locks TO PUBLIC;
 
 COMMENT ON VIEW "@extschema@".dlock_locks IS
 'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info and semaphore permit';
 
--- dlock_summary (1.6): one row per name (database and key), for a person
+-- dlock_summary (1.6): one row per lock (database and key), for a person
 -- at a glance: how many hold and wait, in which modes, the longest hold and
--- wait, the next lease to run out, who holds, who waits first.
+-- wait, the next lease to run out, who holds, who waits first.  (A lock a
+-- row of dlock_locks shows without a name, a raw pg_advisory_lock of the
+-- key, is the same lock: its name is taken from the rows that have it.)
 CREATE VIEW "@extschema@".dlock_summary AS
-SELECT database, name, key,
+SELECT database, pg_catalog.max(name) AS name, key,
        pg_catalog.count(*) FILTER (WHERE granted) AS holders,
        pg_catalog.count(*) FILTER (WHERE NOT granted) AS waiters,
        pg_catalog.array_agg(DISTINCT mode) FILTER (WHERE granted) AS held_modes,
@@ -437,7 +429,7 @@ SELECT database, name, key,
        pg_catalog.array_agg(pid ORDER BY since) FILTER (WHERE granted) AS holder_pids,
        (pg_catalog.array_agg(pid ORDER BY since) FILTER (WHERE NOT granted))[1] AS first_waiter_pid
   FROM "@extschema@".dlock_locks
- GROUP BY database, name, key;
+ GROUP BY database, key;
 
 GRANT SELECT ON "@extschema@".dlock_summary TO PUBLIC;
 

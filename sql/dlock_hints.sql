@@ -13,3 +13,5 @@ SELECT dlock_try('x', nonsense => true);
 SELECT dlock_try('x', 1);
 SELECT dlock_release('x', '123'::varchar);
 SELECT dlock_try_ms('x', false, 5.5);
+-- naming a function that does not exist (not a call) keeps PostgreSQL's report
+DROP FUNCTION dlock_lock(text, integer);

@@ -60,7 +60,9 @@ dlock_explain_call(ErrorData *edata)
 	int			pos = 0;
 	bool		duration_as_number = false;
 
+	/* a call in a query (a parse position), not DROP FUNCTION or GRANT naming one */
 	if (edata->sqlerrcode != ERRCODE_UNDEFINED_FUNCTION || edata->elevel != ERROR || m == NULL ||
+		(edata->cursorpos <= 0 && edata->internalpos <= 0) ||
 		edata->message_id == NULL || strcmp(edata->message_id, "function %s does not exist") != 0 ||
 		strncmp(m, "function ", 9) != 0 || (open = strchr(m, '(')) == NULL ||
 		(close = strchr(open, ')')) == NULL)

@@ -55,9 +55,16 @@ dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what, const 
 static bool
 plain_name(const char *name)
 {
-	for (const char *c = name; *c; c++)
-		if ((unsigned char) *c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f)
+	for (const unsigned char *c = (const unsigned char *) name; *c; c++)
+	{
+		if (*c < 0x20 || *c == '"' || *c == '\\' || *c == 0x7f)
 			return false;
+		/* U+0085, and U+2028 to U+202E, U+2066 to U+2069 (line breaks, bidi) */
+		if ((c[0] == 0xc2 && c[1] == 0x85) ||
+			(c[0] == 0xe2 && c[1] == 0x80 && c[2] >= 0xa8 && c[2] <= 0xae) ||
+			(c[0] == 0xe2 && c[1] == 0x81 && c[2] >= 0xa6 && c[2] <= 0xa9))
+			return false;
+	}
 	return true;
 }
 

@@ -655,25 +655,27 @@ def t_expired_cannot_commit():
        "forge a line is left out")
 def t_deadlock_named():
     def cycle(a_name, b_name, settings=()):
+        # A holds a_name, B holds b_name; each then waits for the other's: one is the victim,
+        # whose locks are let go at once so that the other's wait ends without its timeout
         a, obs = connect(), connect()
         for sql in settings:
             q(a, sql)
         q(a, "SELECT dlock_try(%s)", (a_name,))
-        # B holds b_name and waits for a_name; then A waits for b_name: one is the victim
-        w = Waiter("SELECT dlock_lock(%s, '30s')", (a_name,), setup=tuple(settings) + (
+        wb = Waiter("SELECT dlock_lock(%s, '30s')", (a_name,), setup=tuple(settings) + (
             "SELECT dlock_try('%s')" % b_name.replace("'", "''"),))
-        w.start_and_wait_blocked(obs)
-        err = None
-        try:
-            q(a, "SELECT dlock_lock(%s, '30s')", (b_name,))
-        except psycopg2.errors.DeadlockDetected as e:
-            err = e
-        w.join(30)
-        if err is None:
-            err = w.error
-        for c in (a, obs, w.conn):
+        wb.start_and_wait_blocked(obs)
+        wa = Waiter("SELECT dlock_lock(%s, '30s')", (b_name,), conn=a)
+        wa.start()
+        expect(wait_until(lambda: wa.error is not None or wb.error is not None, 10), "no deadlock found")
+        victim, other = (wa, wb) if wa.error is not None else (wb, wa)
+        victim.join(10)
+        q(victim.conn, "SELECT dlock_unlock_all()")
+        other.join(10)
+        err = victim.error
+        for c in (a, obs, wb.conn):
             c.close()
-        expect(isinstance(err, psycopg2.errors.DeadlockDetected), "no deadlock: %r / %r" % (err, w.result))
+        expect(isinstance(err, psycopg2.errors.DeadlockDetected), "no deadlock: %r" % (err,))
+        expect(other.result is True, "the other wait got %r / %r" % (other.result, other.error))
         return err.diag.message_detail or ""
 
     off = log_size()

@@ -24,7 +24,6 @@
 #include "hints.h"
 #include "leases.h"
 #include "locks.h"
-#include "name.h"
 #include "semaphore.h"
 #include "shmem.h"
 #include "slots.h"

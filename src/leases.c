@@ -174,23 +174,6 @@ dlock_lease_refuse_prepare(void)
 }
 
 /*
- * The reaper ends a session whose lease ran out as pg_terminate_backend does
- * (SIGTERM), and cancels the statement of a transaction whose transaction
- * lock's lease ran out as pg_cancel_backend does (SIGINT); PostgreSQL reports
- * those as "terminating connection due to administrator command" (57P01) and
- * "canceling statement due to user request" (57014).  Called (emit_log_hook,
- * dlock.c) with each report of this backend before it is logged and sent to
- * the client: if it is one of those two, and this backend holds a lock whose
- * lease ran out (for the cancel: a transaction lock, the only kind whose
- * lease the reaper enforces by a cancel), the report says so instead, with
- * dlock's SQLSTATE, the lock's name and when its lease ran out.
- *
- * It runs inside error reporting: it raises nothing, reads no catalog, and
- * allocates only a few strings in the current (error) context.  Costs a
- * comparison for every other report: dlock_lease_min is 0 in a backend
- * without leases.
- */
-/*
  * A transaction hold whose lease had run out, dropped with a subtransaction
  * in the current transaction (a cancel the reaper sent, caught by a
  * PL/pgSQL block with an EXCEPTION clause and raised again): the cancel's
@@ -217,6 +200,23 @@ dlock_lease_clear_dropped(void)
 	dropped_expires = 0;
 }
 
+/*
+ * The reaper ends a session whose lease ran out as pg_terminate_backend does
+ * (SIGTERM), and cancels the statement of a transaction whose transaction
+ * lock's lease ran out as pg_cancel_backend does (SIGINT); PostgreSQL reports
+ * those as "terminating connection due to administrator command" (57P01) and
+ * "canceling statement due to user request" (57014).  Called (emit_log_hook,
+ * dlock.c) with each report of this backend before it is logged and sent to
+ * the client: if it is one of those two, and this backend holds a lock whose
+ * lease ran out (for the cancel: a transaction lock, the only kind whose
+ * lease the reaper enforces by a cancel), the report says so instead, with
+ * dlock's SQLSTATE, the lock's name and when its lease ran out.
+ *
+ * It runs inside error reporting: it raises nothing, reads no catalog, and
+ * allocates only a few strings in the current (error) context.  Costs a
+ * comparison for every other report: dlock_lease_min is 0 in a backend
+ * without leases.
+ */
 void
 dlock_lease_explain(ErrorData *edata)
 {

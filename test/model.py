@@ -24,7 +24,8 @@ Each step is one call from one session, picked at random among:
   (also of what is not held), dlock_unlock_all, dlock_renew, dlock_token;
   BEGIN, SAVEPOINT, ROLLBACK TO, RELEASE, COMMIT, ROLLBACK; detached
   dlock_acquire (a lease long or short, min_hold, shared, permits),
-  dlock_extend and dlock_release with the right token and a wrong one; and
+  dlock_extend, dlock_release and dlock_force_release (the override, in a
+  minimum hold too) with the right token and a wrong one; and
   what users and poolers do behind dlock's back: pg_advisory_unlock_all(),
   DISCARD ALL, pg_try_advisory_lock / pg_advisory_unlock (and their _shared
   forms) of dlock_key(name), a session terminated; and bursts: several
@@ -366,12 +367,15 @@ class Harness:
         """dlock_locks shows the model's named holds and waits."""
         m = self.model
         with self.obs.cursor() as cur:
-            cur.execute("SELECT pid, name, left(mode, 1), scope, granted, permit, token "
+            cur.execute("SELECT pid, name, left(mode, 1), scope, granted, permit, token, released "
                         "  FROM dlock_locks WHERE database = current_database() AND name IS NOT NULL")
             rows = cur.fetchall()
         got = {}
-        for pid, name, mode, scope, granted, permit, token in rows:
+        released = {}
+        for pid, name, mode, scope, granted, permit, token, rel in rows:
             got.setdefault((pid, name, mode, granted), []).append((scope, permit, token))
+            if scope == "detached":
+                released[token] = rel
         want = {}
         uncertain = set()
         for s in m.sessions:
@@ -397,6 +401,11 @@ class Harness:
         for d in m.detached:
             want.setdefault((self.holder_pid, d.name, "e" if d.mode == "x" else "s", True), []).append(
                 ("detached", d.permit if d.permit else None, d.token))
+            # released by its holder, kept for its minimum hold: the row says so
+            if d.token in released and released[d.token] != d.released and \
+                    abs(d.min_until - time.time()) > 0.3:
+                raise Violation("dlock_locks says released=%r of detached hold %d; the model %r"
+                                % (released[d.token], d.token, d.released))
         # the view says "exclusive"/"shared"; the model "x"/"s" for the lock
         # manager and "e"/"s" here
         for k in set(got) | set(want):
@@ -1320,6 +1329,30 @@ class Harness:
                 m.detached.remove(d)
                 self.grant_waiters()
 
+    def op_force(self, s, step):
+        """dlock_force_release (1.6), an operator's override: ends a hold at
+        once, in its minimum hold too (released early or not)."""
+        m = self.model
+        ds = [d for d in m.detached if d.name == step["name"]]
+        d = self.rng.choice(ds) if ds else None
+        right = step.get("right", True) and d is not None
+        tok = d.token if right else (max(self.tokens_seen) + 7 if self.tokens_seen else 12345)
+        now = time.time()
+        # a hold at its end (lease, or minimum hold after a release) may be
+        # gone already: either answer is right
+        ending = right and (d.lease < now + 0.3 or (d.released and d.min_until < now + 0.3))
+        res, err = self.call(s, "SELECT dlock_force_release(%s, %s)", (step["name"], tok))
+        if err is not None:
+            raise Violation("dlock_force_release failed: %s" % err)
+        if res != right and not (ending and res is False):
+            raise Violation("session %d: dlock_force_release(%s, %s) answered %r, the model %r"
+                            % (s.idx, step["name"], tok, res, right))
+        if right and res:
+            m.detached.remove(d)
+            self.grant_waiters()
+        elif right:
+            m.events.append((time.time(), "detached-end", d))
+
     def op_extend(self, s, step):
         m = self.model
         ds = [d for d in m.detached if d.name == step["name"] and not d.released]
@@ -1349,7 +1382,9 @@ class Harness:
         m = self.model
         name, key = step["name"], self.keys[step["name"]]
         permits = step["permits"]
+        # (not a session with a lease: the reaper may end it in the burst)
         sess = [x for x in m.sessions if x.pending is None and not x.in_block and
+                not any(h.lease is not None for h in x.holds.values()) and
                 not any(hk[0] == name for hk in list(x.holds) + list(x.ghosts)) and
                 x.lm_count(key, SUBID_KEY, "x") == 0 and x.lm_count(key, SUBID_KEY, "s") == 0]
         if len(sess) < 2 or m.in_line(key) or any(
@@ -1567,8 +1602,10 @@ def any_step(rng, h):
                          "lease": lease,
                          "min_hold": rng.choice([None, None, None, 0.3]),
                          "ms": rng.random() < 0.3}}
-    if r < 0.93:
+    if r < 0.92:
         return {"op": "release", "s": s.idx, "name": name, "right": rng.random() < 0.8}
+    if r < 0.93:
+        return {"op": "force", "s": s.idx, "name": name, "right": rng.random() < 0.8}
     if r < 0.95:
         return {"op": "extend", "s": s.idx, "name": name, "right": rng.random() < 0.8,
                 "ms": rng.random() < 0.3}

@@ -35,7 +35,7 @@ endif
 EXTRA_CLEAN += src/fault.o src/fault.bc
 
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
-	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_positional dlock_hints dlock_upgrade
+	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_positional dlock_hints dlock_force dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock
 ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several semaphore semaphore_mixed positional \

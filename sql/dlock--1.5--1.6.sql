@@ -1,8 +1,9 @@
 -- dlock 1.5 -> 1.6
 \echo Use "ALTER EXTENSION dlock UPDATE TO '1.6'" to load this file. \quit
 
--- 1.6: new functions only; nothing of 1.5 changes, and every call of 1.5
--- resolves as before (the new functions have names of their own).
+-- 1.6: new functions and views, and new last columns of dlock_locks and
+-- dlock_stats; every call of 1.5 resolves as before (the new functions
+-- have names of their own), and every column of 1.5 stays where it was.
 
 -- The positional forms for clients (1.6): dlock_try_ms, dlock_lock_ms, their
 -- _xact forms, dlock_acquire_ms, dlock_extend_ms and dlock_renew_ms take
@@ -141,6 +142,59 @@ COMMENT ON FUNCTION "@extschema@".dlock_renew_ms(pg_catalog.text, bigint) IS
 COMMENT ON FUNCTION "@extschema@".dlock_unlock(pg_catalog.text, boolean) IS
 'release one session hold of a lock; the positional form for clients (the name as text)';
 
+-- dlock_locks and dlock_stats gain last columns.  Their functions get new
+-- signatures as in the 1.4 to 1.5 update: the old one renamed, the new one
+-- created, the view replaced in place (views of yours over it stay, and so
+-- do the grants on it), the privileges carried below, the old one dropped.
+ALTER FUNCTION "@extschema@".dlock_locks() RENAME TO dlock_locks_1_5;
+CREATE FUNCTION "@extschema@".dlock_locks(
+    OUT database pg_catalog.text, OUT name pg_catalog.text, OUT key bigint,
+    OUT mode pg_catalog.text, OUT scope pg_catalog.text, OUT granted boolean, OUT pid integer,
+    OUT username pg_catalog.text, OUT application_name pg_catalog.text,
+    OUT client_addr pg_catalog.inet, OUT since pg_catalog.timestamptz,
+    OUT lease_expires pg_catalog.timestamptz, OUT token bigint, OUT wait_time interval,
+    OUT hold_time interval, OUT info pg_catalog.text, OUT permit integer,
+    OUT permits integer, OUT session_state pg_catalog.text,
+    OUT min_hold_until pg_catalog.timestamptz, OUT released boolean,
+    OUT waits_for integer[])
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'dlock_locks_1_5'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE OR REPLACE VIEW "@extschema@".dlock_locks AS
+SELECT database::pg_catalog.name COLLATE pg_catalog."C" AS database, name, key, mode, scope,
+       granted, pid, username::pg_catalog.name COLLATE pg_catalog."C" AS username,
+       application_name, client_addr, since, lease_expires, token, wait_time,
+       CASE WHEN NOT granted THEN COALESCE(waits_for, pg_catalog.pg_blocking_pids(pid))
+       END AS blocked_by,
+       hold_time, info, permit, permits, session_state, min_hold_until, released
+  FROM "@extschema@".dlock_locks();
+
+COMMENT ON VIEW "@extschema@".dlock_locks IS
+'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info, semaphore permit and permits, session state, and a detached lock''s minimum hold';
+
+ALTER FUNCTION "@extschema@".dlock_stats() RENAME TO dlock_stats_1_5;
+CREATE FUNCTION "@extschema@".dlock_stats(
+    OUT database pg_catalog.name, OUT name pg_catalog.text, OUT key bigint,
+    OUT mode pg_catalog.text, OUT acquisitions bigint, OUT immediate bigint, OUT waited bigint,
+    OUT session_acquisitions bigint, OUT xact_acquisitions bigint,
+    OUT detached_acquisitions bigint,
+    OUT busy bigint, OUT timeouts bigint, OUT deadlocks bigint, OUT cancels bigint,
+    OUT wait_time_total interval, OUT wait_time_max interval,
+    OUT released bigint, OUT hold_time_total interval, OUT hold_time_max interval,
+    OUT leases_expired bigint, OUT last_acquired pg_catalog.timestamptz,
+    OUT force_released bigint)
+RETURNS SETOF pg_catalog.record
+AS 'MODULE_PATHNAME', 'dlock_stats'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+
+CREATE OR REPLACE VIEW "@extschema@".dlock_stats AS
+SELECT database, name, key, mode, acquisitions, immediate, waited, session_acquisitions,
+       xact_acquisitions, detached_acquisitions, busy, timeouts, deadlocks, cancels,
+       wait_time_total, wait_time_max, released, hold_time_total, hold_time_max,
+       leases_expired, last_acquired, force_released
+  FROM "@extschema@".dlock_stats();
+
 -- What a DBA changed on a full form (its owner, privileges and settings:
 -- GRANT, REVOKE, ALTER FUNCTION ... SET) goes to the positional forms that
 -- stand beside it, as in the 1.4 to 1.5 update: a role refused EXECUTE on
@@ -186,7 +240,9 @@ BEGIN
         ('"@extschema@".dlock_renew(pg_catalog.text,interval,bigint,pg_catalog.text)',
          '"@extschema@".dlock_renew_ms(pg_catalog.text,bigint)', false),
         ('"@extschema@".dlock_unlock("@extschema@".dlock_name,boolean)',
-         '"@extschema@".dlock_unlock(pg_catalog.text,boolean)', false)
+         '"@extschema@".dlock_unlock(pg_catalog.text,boolean)', false),
+        ('"@extschema@".dlock_locks_1_5()', '"@extschema@".dlock_locks()', true),
+        ('"@extschema@".dlock_stats_1_5()', '"@extschema@".dlock_stats()', true)
       ) AS v(old, new, move)
       JOIN pg_catalog.pg_proc o ON o.oid OPERATOR(pg_catalog.=) v.old::pg_catalog.regprocedure
      ORDER BY v.move DESC
@@ -241,15 +297,55 @@ BEGIN
 END
 $carry$;
 
+DROP FUNCTION "@extschema@".dlock_locks_1_5();
+DROP FUNCTION "@extschema@".dlock_stats_1_5();
+
+-- dlock_force_release (1.6): an operator's override.  The detached lock
+-- held with this token is released now, whichever role acquired it, in its
+-- minimum hold too; logged, and counted in dlock_stats.force_released.
+-- Never PUBLIC's: superusers may call it, and the roles the DBA grants
+-- EXECUTE (the function refuses to run while PUBLIC may).
+CREATE FUNCTION "@extschema@".dlock_force_release(name pg_catalog.text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION "@extschema@".dlock_force_release(pg_catalog.text, bigint) FROM PUBLIC;
+-- and from every role that default privileges (ALTER DEFAULT PRIVILEGES ...
+-- GRANT EXECUTE ON FUNCTIONS) gave it at its creation: nobody has it but
+-- its owner until the DBA grants it
+DO $only_owner$
+DECLARE
+  g pg_catalog.record;
+BEGIN
+  FOR g IN
+    SELECT DISTINCT p.oid::pg_catalog.regprocedure AS fn, x.grantee
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) x
+     WHERE p.oid OPERATOR(pg_catalog.=)
+           '"@extschema@".dlock_force_release(pg_catalog.text,bigint)'::pg_catalog.regprocedure
+       AND x.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND x.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', g.fn,
+                              pg_catalog.pg_get_userbyid(g.grantee));
+  END LOOP;
+END
+$only_owner$;
+
+COMMENT ON FUNCTION "@extschema@".dlock_force_release(pg_catalog.text, bigint) IS
+'an operator''s override: release the detached lock held with this token now, whoever acquired it, in its minimum hold too (logged, counted); not for PUBLIC';
+
 -- dlock_summary (1.6): one row per lock (database and key), for a person
--- at a glance: how many hold and wait, in which modes, the longest hold and
--- wait, the next lease to run out, who holds, who waits first.  (A lock a
+-- at a glance: how many hold and wait (of how many permits), in which
+-- modes, the longest hold and wait, the next lease to run out, who holds,
+-- who waits first.  (A lock a
 -- row of dlock_locks shows without a name, a raw pg_advisory_lock of the
 -- key, is the same lock: its name is taken from the rows that have it.)
 CREATE VIEW "@extschema@".dlock_summary AS
 SELECT database, pg_catalog.max(name) AS name, key,
        pg_catalog.count(*) FILTER (WHERE granted) AS holders,
        pg_catalog.count(*) FILTER (WHERE NOT granted) AS waiters,
+       pg_catalog.max(permits) AS permits,
        pg_catalog.array_agg(DISTINCT mode) FILTER (WHERE granted) AS held_modes,
        pg_catalog.max(hold_time) AS longest_hold,
        pg_catalog.max(wait_time) AS longest_wait,
@@ -262,4 +358,4 @@ SELECT database, pg_catalog.max(name) AS name, key,
 GRANT SELECT ON "@extschema@".dlock_summary TO PUBLIC;
 
 COMMENT ON VIEW "@extschema@".dlock_summary IS
-'one row per lock name: holders, waiters, modes held, longest hold and wait, next lease end, who holds, who waits first';
+'one row per lock name: holders, waiters, a semaphore''s permits, modes held, longest hold and wait, next lease end, who holds, who waits first';

@@ -170,6 +170,21 @@ COMMENT ON FUNCTION "@extschema@".dlock_extend(pg_catalog.text, bigint, interval
 COMMENT ON FUNCTION "@extschema@".dlock_release(pg_catalog.text, bigint) IS
 'release the detached lock held with this token; false (with a warning) if it is not held with it';
 
+-- dlock_force_release (1.6): an operator's override.  The detached lock
+-- held with this token is released now, whichever role acquired it, in its
+-- minimum hold too; logged, and counted in dlock_stats.force_released.
+-- Never PUBLIC's: superusers may call it, and the roles the DBA grants
+-- EXECUTE (the function refuses to run while PUBLIC may).
+CREATE FUNCTION "@extschema@".dlock_force_release(name pg_catalog.text, token bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'dlock_force_release'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION "@extschema@".dlock_force_release(pg_catalog.text, bigint) FROM PUBLIC;
+
+COMMENT ON FUNCTION "@extschema@".dlock_force_release(pg_catalog.text, bigint) IS
+'an operator''s override: release the detached lock held with this token now, whoever acquired it, in its minimum hold too (logged, counted); not for PUBLIC';
+
 -- Several names at once: all of them or none, taken in key order.  (No
 -- dlock_release(text[], bigint[]): with it, dlock_release('job', $1) with an
 -- unknown-typed parameter, as node-postgres sends one, would be ambiguous.
@@ -386,7 +401,11 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 -- dlock_locks: every held or awaited lock of dlock's, read in one pass over
 -- the lock table (pg_locks is the truth), with its name, scope, lease, token,
--- who blocks each waiter, and the holder's info and permit.  (database and
+-- who blocks each waiter, the holder's info and permit, the N of a
+-- semaphore, the session's state and a detached lock's minimum hold (1.6:
+-- the last four columns; and a semaphore's first in line, who waits for a
+-- permit in no lock wait, is blocked by its permits' holders: waits_for).
+-- (database and
 -- username are text in the function, name in the view: a row of the
 -- function's result is stored, and two 64-byte names would double it.)
 CREATE FUNCTION "@extschema@".dlock_locks(
@@ -395,7 +414,10 @@ CREATE FUNCTION "@extschema@".dlock_locks(
     OUT username pg_catalog.text, OUT application_name pg_catalog.text,
     OUT client_addr pg_catalog.inet, OUT since pg_catalog.timestamptz,
     OUT lease_expires pg_catalog.timestamptz, OUT token bigint, OUT wait_time interval,
-    OUT hold_time interval, OUT info pg_catalog.text, OUT permit integer)
+    OUT hold_time interval, OUT info pg_catalog.text, OUT permit integer,
+    OUT permits integer, OUT session_state pg_catalog.text,
+    OUT min_hold_until pg_catalog.timestamptz, OUT released boolean,
+    OUT waits_for integer[])
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'dlock_locks_1_5'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
@@ -404,24 +426,27 @@ CREATE VIEW "@extschema@".dlock_locks AS
 SELECT database::pg_catalog.name COLLATE pg_catalog."C" AS database, name, key, mode, scope,
        granted, pid, username::pg_catalog.name COLLATE pg_catalog."C" AS username,
        application_name, client_addr, since, lease_expires, token, wait_time,
-       CASE WHEN NOT granted THEN pg_catalog.pg_blocking_pids(pid) END AS blocked_by,
-       hold_time, info, permit
+       CASE WHEN NOT granted THEN COALESCE(waits_for, pg_catalog.pg_blocking_pids(pid))
+       END AS blocked_by,
+       hold_time, info, permit, permits, session_state, min_hold_until, released
   FROM "@extschema@".dlock_locks();
 
 GRANT SELECT ON "@extschema@".dlock_locks TO PUBLIC;
 
 COMMENT ON VIEW "@extschema@".dlock_locks IS
-'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info and semaphore permit';
+'held and awaited advisory locks with their dlock names, scope, lease, fencing token, blockers, hold time, info, semaphore permit and permits, session state, and a detached lock''s minimum hold';
 
 -- dlock_summary (1.6): one row per lock (database and key), for a person
--- at a glance: how many hold and wait, in which modes, the longest hold and
--- wait, the next lease to run out, who holds, who waits first.  (A lock a
+-- at a glance: how many hold and wait (of how many permits), in which
+-- modes, the longest hold and wait, the next lease to run out, who holds,
+-- who waits first.  (A lock a
 -- row of dlock_locks shows without a name, a raw pg_advisory_lock of the
 -- key, is the same lock: its name is taken from the rows that have it.)
 CREATE VIEW "@extschema@".dlock_summary AS
 SELECT database, pg_catalog.max(name) AS name, key,
        pg_catalog.count(*) FILTER (WHERE granted) AS holders,
        pg_catalog.count(*) FILTER (WHERE NOT granted) AS waiters,
+       pg_catalog.max(permits) AS permits,
        pg_catalog.array_agg(DISTINCT mode) FILTER (WHERE granted) AS held_modes,
        pg_catalog.max(hold_time) AS longest_hold,
        pg_catalog.max(wait_time) AS longest_wait,
@@ -434,7 +459,7 @@ SELECT database, pg_catalog.max(name) AS name, key,
 GRANT SELECT ON "@extschema@".dlock_summary TO PUBLIC;
 
 COMMENT ON VIEW "@extschema@".dlock_summary IS
-'one row per lock name: holders, waiters, modes held, longest hold and wait, next lease end, who holds, who waits first';
+'one row per lock name: holders, waiters, a semaphore''s permits, modes held, longest hold and wait, next lease end, who holds, who waits first';
 
 -- Lock statistics (doc/monitoring.md).
 CREATE FUNCTION "@extschema@".dlock_stats(
@@ -445,7 +470,8 @@ CREATE FUNCTION "@extschema@".dlock_stats(
     OUT busy bigint, OUT timeouts bigint, OUT deadlocks bigint, OUT cancels bigint,
     OUT wait_time_total interval, OUT wait_time_max interval,
     OUT released bigint, OUT hold_time_total interval, OUT hold_time_max interval,
-    OUT leases_expired bigint, OUT last_acquired pg_catalog.timestamptz)
+    OUT leases_expired bigint, OUT last_acquired pg_catalog.timestamptz,
+    OUT force_released bigint)
 RETURNS SETOF pg_catalog.record
 AS 'MODULE_PATHNAME', 'dlock_stats'
 LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
@@ -454,7 +480,7 @@ CREATE VIEW "@extschema@".dlock_stats AS
 SELECT database, name, key, mode, acquisitions, immediate, waited, session_acquisitions,
        xact_acquisitions, detached_acquisitions, busy, timeouts, deadlocks, cancels,
        wait_time_total, wait_time_max, released, hold_time_total, hold_time_max,
-       leases_expired, last_acquired
+       leases_expired, last_acquired, force_released
   FROM "@extschema@".dlock_stats();
 GRANT SELECT ON "@extschema@".dlock_stats TO PUBLIC;
 
@@ -483,6 +509,29 @@ LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
 -- as pg_stat_statements_reset: superusers, and whom they grant it to
 REVOKE ALL ON FUNCTION "@extschema@".dlock_stats_reset() FROM PUBLIC;
 REVOKE ALL ON FUNCTION "@extschema@".dlock_stats_reset(pg_catalog.text) FROM PUBLIC;
+-- The override and the statistics reset are kept, too, from every role that
+-- default privileges (ALTER DEFAULT PRIVILEGES ... GRANT EXECUTE ON
+-- FUNCTIONS) gave them at their creation: nobody has them but their owner
+-- until the DBA grants them.
+DO $only_owner$
+DECLARE
+  g pg_catalog.record;
+BEGIN
+  FOR g IN
+    SELECT DISTINCT p.oid::pg_catalog.regprocedure AS fn, x.grantee
+      FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) x
+     WHERE p.oid OPERATOR(pg_catalog.=) ANY (ARRAY[
+             '"@extschema@".dlock_force_release(pg_catalog.text,bigint)'::pg_catalog.regprocedure,
+             '"@extschema@".dlock_stats_reset()'::pg_catalog.regprocedure,
+             '"@extschema@".dlock_stats_reset(pg_catalog.text)'::pg_catalog.regprocedure]::pg_catalog.oid[])
+       AND x.grantee OPERATOR(pg_catalog.<>) p.proowner
+       AND x.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+  LOOP
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM %I CASCADE', g.fn,
+                              pg_catalog.pg_get_userbyid(g.grantee));
+  END LOOP;
+END
+$only_owner$;
 
 COMMENT ON VIEW "@extschema@".dlock_stats IS
 'lock statistics per database, name and mode: acquisitions, waits, timeouts, deadlocks, cancels, hold times, lease expiries';

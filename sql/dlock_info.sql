@@ -110,9 +110,10 @@ SELECT dlock_acquire('sjob', '1 min', shared => true, info => 'two') AS s2 \gset
 SELECT info FROM detached('sjob') ORDER BY info;
 SELECT dlock_release('sjob', :s1), dlock_release('sjob', :s2);
 
--- in dlock_locks, next to last (permit is last)
-SELECT attname FROM pg_attribute WHERE attrelid = 'dlock_locks'::regclass AND attnum > 0
- ORDER BY attnum DESC LIMIT 1 OFFSET 1;
+-- in dlock_locks, where 1.5 put it: after hold_time, before permit (the
+-- columns of 1.6 come after)
+SELECT attnum, attname FROM pg_attribute WHERE attrelid = 'dlock_locks'::regclass
+   AND attname IN ('hold_time', 'info', 'permit') ORDER BY attnum;
 DROP FUNCTION attempt(text);
 DROP FUNCTION mine(text);
 DROP FUNCTION detached(text);

@@ -16,6 +16,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -25,6 +26,7 @@
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/regproc.h"
 #include "utils/timestamp.h"
 
 #include "dlock.h"
@@ -38,6 +40,7 @@
 PG_FUNCTION_INFO_V1(dlock_acquire);
 PG_FUNCTION_INFO_V1(dlock_extend);
 PG_FUNCTION_INFO_V1(dlock_release);
+PG_FUNCTION_INFO_V1(dlock_force_release);
 /* the 1.5 SQL's symbols (its _ms arguments); the 1.4 names serve the 1.4 SQL */
 PG_FUNCTION_INFO_V1(dlock_acquire_1_5);
 PG_FUNCTION_INFO_V1(dlock_extend_1_5);
@@ -51,6 +54,9 @@ PG_FUNCTION_INFO_V1(dlock_acquire_many);
 #define DLOCK_DETACHED_MAX_LEASE_US ((int64) USECS_PER_DAY)
 
 static bool exit_hook_set = false;
+
+/* Who asks for an override, as its log line names them (dlock_force_release). */
+static char force_caller[2 * NAMEDATALEN + 24];
 
 /*
  * At exit: a request still out is left, a waited acquisition in progress is
@@ -280,6 +286,8 @@ ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
 		memcpy(r->hold.info, info->utf8, info->len);
 	}
 	r->superuser = superuser();
+	if (op == DLOCK_OP_FORCE_RELEASE)
+		strlcpy(r->caller, force_caller, sizeof(r->caller));
 	r->holder_role[0] = '\0';
 	r->expires = 0;
 	/* a lock that had to wait is held by its waiter; the others by the holder */
@@ -419,15 +427,19 @@ dlock_extend_ms(PG_FUNCTION_ARGS)
 	return extend(fcinfo, true);
 }
 
-/* Release (name, token): true, or false with a WARNING that says why not. */
+/*
+ * Release (name, token), op: DLOCK_OP_RELEASE or DLOCK_OP_FORCE_RELEASE
+ * (an operator's override, logged by the process that releases it): true,
+ * or false with a WARNING that says why not.
+ */
 static bool
-release_one(const DlockName *namep, int64 token)
+release_one(const DlockName *namep, int64 token, int op)
 {
 	DlockName	name = *namep;
 	DlockRequest *r;
 	TimestampTz expired;
 
-	(void) ask_holder(&r, &name, token, DLOCK_OP_RELEASE, 0, NULL, 0);
+	(void) ask_holder(&r, &name, token, op, 0, NULL, 0);
 	switch (r->result)
 	{
 		case DLOCK_RES_OK:
@@ -479,7 +491,54 @@ dlock_release(PG_FUNCTION_ARGS)
 	token = PG_GETARG_INT64(1);
 	dlock_require_preload("Detached locks are held by a background worker.");
 	dlock_backend_init();
-	PG_RETURN_BOOL(release_one(&name, token));
+	PG_RETURN_BOOL(release_one(&name, token, DLOCK_OP_RELEASE));
+}
+
+/* May PUBLIC execute function fn? */
+static bool
+function_public(Oid fn)
+{
+#if PG_VERSION_NUM >= 160000
+	return object_aclcheck(ProcedureRelationId, fn, ACL_ID_PUBLIC, ACL_EXECUTE) == ACLCHECK_OK;
+#else
+	return pg_proc_aclcheck(fn, ACL_ID_PUBLIC, ACL_EXECUTE) == ACLCHECK_OK;
+#endif
+}
+
+/*
+ * dlock_force_release(name, token) -> released?  An operator's override:
+ * the detached lock held with this token is released now, whichever role
+ * acquired it, in its minimum hold too; logged, and counted in dlock_stats.
+ * Only superusers and the roles the DBA granted EXECUTE may call it (the
+ * script revokes it from PUBLIC); a grant to PUBLIC is refused here.
+ */
+Datum
+dlock_force_release(PG_FUNCTION_ARGS)
+{
+	DlockName	name;
+	int64		token;
+
+	if (function_public(fcinfo->flinfo->fn_oid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("dlock_force_release must not be executable by PUBLIC"),
+				 errdetail("It releases any role's detached lock."),
+				 errhint("REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC, and grant it to the roles of your operators.",
+						 format_procedure(fcinfo->flinfo->fn_oid))));
+	dlock_name_arg(fcinfo, 0, &name);
+	check_token_arg(fcinfo, 1);
+	token = PG_GETARG_INT64(1);
+	dlock_require_preload("Detached locks are held by a background worker.");
+	dlock_backend_init();
+	/* the role it runs as, and the session's user where another (a definer's function) */
+	if (GetSessionUserId() == GetUserId())
+		snprintf(force_caller, sizeof(force_caller), "\"%s\"",
+				 GetUserNameFromId(GetUserId(), false));
+	else
+		snprintf(force_caller, sizeof(force_caller), "\"%s\" (session user \"%s\")",
+				 GetUserNameFromId(GetUserId(), false),
+				 GetUserNameFromId(GetSessionUserId(), false));
+	PG_RETURN_BOOL(release_one(&name, token, DLOCK_OP_FORCE_RELEASE));
 }
 
 Datum

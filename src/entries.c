@@ -394,6 +394,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode, TimestampTz since)
 	memcpy(e->name, name->utf8, name->len);
 	e->infolen = 0;
 	e->permit = 0;
+	e->permits = 0;
 	e->nsession = 0;
 	e->nxact = 0;
 	e->waiting = DLOCK_WAIT_NONE;

@@ -511,11 +511,14 @@ holder_acquire(DlockRequest *r)
 static void
 holder_extend_release(DlockRequest *r)
 {
-	HeldToken  *t = hash_search(by_token, &r->hold.token, HASH_FIND, NULL);
+	HeldToken  *t;
 	TimestampTz now = GetCurrentTimestamp();
 	DlockHold  *h;
 	int			res;
 
+	/* rolled-back acquisitions first: their tokens hold nothing (holder_acquire) */
+	holder_undo();
+	t = hash_search(by_token, &r->hold.token, HASH_FIND, NULL);
 	if (t == NULL)
 	{
 		dlock_serve_reply_only(r, DLOCK_RES_NOT_HELD);
@@ -544,7 +547,11 @@ holder_extend_release(DlockRequest *r)
 		return;
 	}
 	else if (res == DLOCK_RES_OK)
+	{
+		if (r->op == DLOCK_OP_FORCE_RELEASE)
+			dlock_serve_forced(r, h, now);
 		holder_release(t->index);
+	}
 	dlock_serve_reply_only(r, res);
 }
 

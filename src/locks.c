@@ -136,8 +136,8 @@ grant_starts_hold(const DlockEntry *e, bool fresh)
  */
 static pg_attribute_always_inline void
 record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xact, bool start,
-			 int64 token, int64 lease_us, const DlockInfo *info, int permit, bool foreign,
-			 TimestampTz at, bool precise)
+			 int64 token, int64 lease_us, const DlockInfo *info, int permit, int permits,
+			 bool foreign, TimestampTz at, bool precise)
 {
 	TimestampTz expires = 0;
 
@@ -150,6 +150,7 @@ record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xac
 		dlock_entry_start(ref, name, mode, at);
 		e->token = token;
 		e->permit = (uint16) permit;
+		e->permits = (uint16) permits;
 		e->precise = precise;
 		/* its end is counted if its start is (dlock.track_stats may change) */
 		e->counted = dlock_stats_tracking();
@@ -431,8 +432,8 @@ granted:
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
-	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit, foreign, at,
-				 precise);
+	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit,
+				 a->permits, foreign, at, precise);
 	if (dlock_stats_tracking())
 		dlock_stats_acquired(name.key, mode, name.utf8, name.len,
 							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION, waited_us, at);

@@ -37,6 +37,8 @@
 #define DLOCK_OP_ACQUIRE	1	/* without waiting */
 #define DLOCK_OP_EXTEND		2
 #define DLOCK_OP_RELEASE	3
+#define DLOCK_OP_FORCE_RELEASE 4	/* an operator's override (dlock_force_release):
+								 * any role's hold, in its minimum hold too */
 
 /*
  * dlock_hold_fate(i): the fate word of the lock holder's hold i, the
@@ -92,6 +94,9 @@ typedef struct DlockRequest
 	int			caller_procno;
 	bool		superuser;		/* the caller may act for any role */
 	bool		set_info;		/* EXTEND: set hold.info (infolen bytes) */
+	char		caller[2 * NAMEDATALEN + 24];	/* FORCE_RELEASE: who asks, for
+												 * the log of the process that
+												 * releases */
 	int64		lease_us;		/* ACQUIRE, EXTEND */
 	DlockHold	hold;			/* ACQUIRE: all of it; else dbid, key, token,
 								 * role */

@@ -96,7 +96,7 @@ dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now)
 {
 	TimestampTz old = h->lease_expires;
 
-	if (h->min_until <= now)
+	if (h->min_until <= now || r->op == DLOCK_OP_FORCE_RELEASE)
 		return false;
 	DLOCK_FAULT("serve.release_later");
 	dlock_hold_begin(h);
@@ -117,6 +117,33 @@ dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now)
 		dlock_serve_free(r);
 	}
 	return true;
+}
+
+/*
+ * An operator's override of hold h (checked; the caller releases it next and
+ * answers): logged here, by the process that releases it, so that an
+ * override whose caller left (a cancel) is logged too; and counted in
+ * dlock_stats.
+ */
+void
+dlock_serve_forced(DlockRequest *r, const DlockHold *h, TimestampTz now)
+{
+	DLOCK_FAULT("serve.force_release");
+	r->caller[sizeof(r->caller) - 1] = '\0';
+	if (h->min_until > now)
+		ereport(LOG,
+				(errmsg("detached lock \"%.*s\" was force-released by role %s",
+						(int) h->namelen, h->name, r->caller),
+				 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\", in its minimum hold until %s.",
+						   h->token, h->rolname, timestamptz_to_str(h->min_until))));
+	else
+		ereport(LOG,
+				(errmsg("detached lock \"%.*s\" was force-released by role %s",
+						(int) h->namelen, h->name, r->caller),
+				 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\".",
+						   h->token, h->rolname)));
+	dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
+							  DLOCK_STAT_FORCED, 0, h->limit_role);
 }
 
 /*
@@ -175,16 +202,22 @@ dlock_serve_reply_only(DlockRequest *r, int result)
 int
 dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 {
+	bool		force = r->op == DLOCK_OP_FORCE_RELEASE;
+
+	/* an override ends a hold released early and kept for its minimum hold too */
 	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
-		h->key != r->hold.key || h->dbid != r->hold.dbid || h->released)
+		h->key != r->hold.key || h->dbid != r->hold.dbid || (h->released && !force))
 		return DLOCK_RES_NOT_HELD;
-	if (h->role != r->hold.role && !r->superuser)
+	if (h->role != r->hold.role && !r->superuser && !force)
 	{
 		strlcpy(r->holder_role, h->rolname, NAMEDATALEN);
 		return DLOCK_RES_NOT_YOURS;
 	}
 	if (h->lease_expires <= now)
 	{
+		/* released early, its minimum hold over: released, not run out */
+		if (h->released)
+			return DLOCK_RES_NOT_HELD;
 		r->expires = h->lease_expires;
 		return DLOCK_RES_EXPIRED;
 	}

@@ -26,6 +26,7 @@ extern void dlock_serve_hold_ended(const DlockHold *h);
 extern void dlock_serve_hold_expired(const DlockHold *h, const char *who);
 extern void dlock_serve_hold_times(DlockHold *h, TimestampTz now, int64 lease_us);
 extern bool dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now);
+extern void dlock_serve_forced(DlockRequest *r, const DlockHold *h, TimestampTz now);
 
 extern void dlock_serve_signals(void);
 extern void dlock_serve_loop_top(void);

@@ -51,6 +51,8 @@ typedef struct DlockEntry
 	uint16		infolen;		/* 0: no info */
 	uint16		permit;			/* the semaphore permit held (1..); 0: the
 								 * name's own lock, not taken as a permit */
+	uint16		permits;		/* the N of the call that began the hold
+								 * (permits => N); 0: a lock */
 	char		name[DLOCK_NAME_MAX];	/* UTF-8, not terminated */
 	char		info[DLOCK_INFO_MAX];	/* the holder's word, UTF-8, not
 										 * terminated */

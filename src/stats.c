@@ -78,6 +78,9 @@ count_event(DlockStatsCounters *c, DlockStatEvent ev, int scope, int64 us,
 		case DLOCK_STAT_EXPIRED:
 			c->leases_expired++;
 			break;
+		case DLOCK_STAT_FORCED:
+			c->force_released++;
+			break;
 	}
 }
 

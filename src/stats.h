@@ -17,7 +17,9 @@ typedef enum DlockStatEvent
 	DLOCK_STAT_DEADLOCK,		/* us: the wait */
 	DLOCK_STAT_CANCEL,			/* us: the wait */
 	DLOCK_STAT_RELEASED,		/* us: the hold */
-	DLOCK_STAT_EXPIRED			/* a lease enforced */
+	DLOCK_STAT_EXPIRED,			/* a lease enforced */
+	DLOCK_STAT_FORCED			/* a detached hold ended by an operator's
+								 * override (dlock_force_release) */
 } DlockStatEvent;
 
 /* the scope of an acquisition */

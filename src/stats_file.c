@@ -24,10 +24,35 @@
 #include "stats_table.h"
 
 #define DLOCK_STATS_FILE "pg_stat/dlock.stat"
-#define DLOCK_STATS_MAGIC 0x444c5302	/* "DLS" 2: records with their owner */
+#define DLOCK_STATS_MAGIC 0x444c5303	/* "DLS" 3 (1.6): records with their owner,
+										 * counters with force_released (2: a
+										 * layout of 1.6 in development, never
+										 * released) */
 #define DLOCK_STATS_MAGIC_1 0x444c5301	/* "DLS" 1: dlock 1.4 and 1.5 */
 
-/* A record of a version 1 file: no owner (read as InvalidOid). */
+/*
+ * A record of a version 1 file: no owner (read as InvalidOid), and the
+ * counters of 1.5 (none of overrides: read as 0).
+ */
+typedef struct DlockStatsCounters1
+{
+	int64		acquisitions;
+	int64		waited;
+	int64		scope[3];
+	int64		busy;
+	int64		timeouts;
+	int64		deadlocks;
+	int64		cancels;
+	int64		released;
+	int64		leases_expired;
+	int64		wait_time_total;
+	int64		wait_time_max;
+	int64		hold_time_total;
+	int64		hold_time_max;
+	TimestampTz last_acquired;
+	double		usage;
+} DlockStatsCounters1;
+
 typedef struct DlockStatsRecord1
 {
 	Oid			dbid;
@@ -35,7 +60,7 @@ typedef struct DlockStatsRecord1
 	uint8		pad;
 	uint16		namelen;
 	int64		key;
-	DlockStatsCounters c;
+	DlockStatsCounters1 c;
 	char		name[DLOCK_NAME_MAX];
 } DlockStatsRecord1;
 
@@ -101,7 +126,11 @@ stats_load(void)
 			rec.namelen = rec1.namelen;
 			rec.owner = InvalidOid;
 			rec.key = rec1.key;
-			rec.c = rec1.c;
+			/* the counters of 1.5 are the first of today's, in order */
+			StaticAssertStmt(offsetof(DlockStatsCounters, force_released) ==
+							 sizeof(DlockStatsCounters1),
+							 "the counters of a version 1 file lead today's");
+			memcpy(&rec.c, &rec1.c, sizeof(rec1.c));
 			memcpy(rec.name, rec1.name, sizeof(rec.name));
 		}
 		if (rec.namelen > DLOCK_NAME_MAX || rec.mode > DLOCK_SHARED)

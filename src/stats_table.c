@@ -413,6 +413,7 @@ merge_counts(DlockStatsCounters *t, const DlockStatsCounters *c)
 	t->cancels += c->cancels;
 	t->released += c->released;
 	t->leases_expired += c->leases_expired;
+	t->force_released += c->force_released;
 	t->wait_time_total += c->wait_time_total;
 	t->wait_time_max = Max(t->wait_time_max, c->wait_time_max);
 	t->hold_time_total += c->hold_time_total;

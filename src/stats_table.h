@@ -37,6 +37,7 @@ typedef struct DlockStatsCounters
 	int64		hold_time_max;
 	TimestampTz last_acquired;	/* 0: never */
 	double		usage;
+	int64		force_released; /* (1.6) */
 } DlockStatsCounters;
 
 /*

@@ -23,7 +23,9 @@
 #include "miscadmin.h"
 #include "common/ip.h"
 #include "pgstat.h"
+#include "catalog/pg_type.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/backend_status.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
@@ -63,6 +65,7 @@ typedef struct NameInfo
 	TimestampTz lease_expires;
 	int64		token;
 	uint16		permit;
+	uint16		permits;
 } NameInfo;
 
 typedef struct NameRow
@@ -196,6 +199,7 @@ index_name(void *arg, int pid, Oid dbid, const DlockEntry *e, const DlockHold *h
 		row->e.lease_expires = e->lease_expires;
 		row->e.token = e->token;
 		row->e.permit = e->permit;
+		row->e.permits = e->permits;
 	}
 	else
 	{
@@ -231,7 +235,36 @@ typedef struct ActivityRow
 	Datum		user;			/* text */
 	Datum		appname;		/* text */
 	Datum		client;			/* inet; (Datum) 0: NULL */
+	Datum		state;			/* text, as pg_stat_activity.state; (Datum) 0:
+								 * NULL */
 } ActivityRow;
+
+/* A session's state as pg_stat_activity shows it, or NULL. */
+static const char *
+state_text(BackendState st)
+{
+	switch (st)
+	{
+#if PG_VERSION_NUM >= 180000
+		case STATE_STARTING:
+			return "starting";
+#endif
+		case STATE_IDLE:
+			return "idle";
+		case STATE_RUNNING:
+			return "active";
+		case STATE_IDLEINTRANSACTION:
+			return "idle in transaction";
+		case STATE_FASTPATH:
+			return "fastpath function call";
+		case STATE_IDLEINTRANSACTION_ABORTED:
+			return "idle in transaction (aborted)";
+		case STATE_DISABLED:
+			return "disabled";
+		default:
+			return NULL;
+	}
+}
 
 static HTAB *
 activity_by_pid(void)
@@ -266,12 +299,123 @@ activity_by_pid(void)
 		dlock_client_address(be, client);
 		a->client = (client[0] == '\0' || !dlock_view_may_see_client(be->st_userid)) ? (Datum) 0 :
 			DirectFunctionCall1(inet_in, CStringGetDatum(client));
+		/* seen by whom may see the client (pg_stat_activity's rule) */
+		a->state = (state_text(be->st_state) == NULL || !dlock_view_may_see_client(be->st_userid)) ?
+			(Datum) 0 : CStringGetTextDatum(state_text(be->st_state));
 	}
 	return tab;
 }
 
-/* The columns of dlock_locks(): 15 in the 1.4 SQL, 17 (info, permit) since 1.5. */
-#define DLOCK_LOCKS_COLS 17
+/*
+ * The columns of dlock_locks(): 15 in the 1.4 SQL, 17 (info, permit) in
+ * 1.5, 22 (permits, session_state, min_hold_until, released, waits_for)
+ * since 1.6.
+ */
+#define DLOCK_LOCKS_COLS 22
+
+/*
+ * The first in line of a semaphore holds its turnstile (dlock.h) and sleeps
+ * until a permit is released, in no lock wait that pg_blocking_pids sees:
+ * whom it waits for are the holders of the name's permits (its own lock is
+ * permit 1), by (database, key), for the view's blocked_by.
+ */
+typedef struct HeadKey
+{
+	Oid			dbid;
+	int64		key;
+} HeadKey;
+
+typedef struct HeadHolders
+{
+	HeadKey		k;
+	int			n;
+	int			max;
+	Datum	   *pids;
+} HeadHolders;
+
+static inline bool
+advisory_of_dlock(const LockInstanceData *l)
+{
+	return l->locktag.locktag_type == LOCKTAG_ADVISORY &&
+		l->locktag.locktag_lockmethodid == USER_LOCKMETHOD;
+}
+
+static inline void
+head_key(const LockInstanceData *l, HeadKey *k)
+{
+	memset(k, 0, sizeof(*k));
+	k->dbid = l->locktag.locktag_field1;
+	k->key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
+}
+
+/* The holders of each semaphore whose turnstile is held; NULL if none is. */
+static HTAB *
+semaphore_heads(const LockData *ld)
+{
+	HTAB	   *tab = NULL;
+	int			i;
+
+	for (i = 0; i < ld->nelements; i++)
+	{
+		const LockInstanceData *l = &ld->locks[i];
+		HeadKey		k;
+		HeadHolders *hh;
+		bool		found;
+
+		if (!advisory_of_dlock(l) || l->locktag.locktag_field4 != DLOCK_SUBID_TURNSTILE ||
+			l->holdMask == 0)
+			continue;
+		if (tab == NULL)
+		{
+			HASHCTL		ctl;
+
+			ctl.keysize = sizeof(HeadKey);
+			ctl.entrysize = sizeof(HeadHolders);
+			ctl.hcxt = CurrentMemoryContext;
+			tab = hash_create("dlock_locks semaphore heads", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		}
+		head_key(l, &k);
+		hh = hash_search(tab, &k, HASH_ENTER, &found);
+		if (!found)
+		{
+			hh->n = 0;
+			hh->max = 0;
+			hh->pids = NULL;
+		}
+	}
+	if (tab == NULL)
+		return NULL;
+	for (i = 0; i < ld->nelements; i++)
+	{
+		const LockInstanceData *l = &ld->locks[i];
+		uint16		subid = l->locktag.locktag_field4;
+		HeadKey		k;
+		HeadHolders *hh;
+		int			j;
+
+		if (!advisory_of_dlock(l) || l->holdMask == 0 ||
+			!(subid == DLOCK_SUBID_KEY ||
+			  (subid > DLOCK_SUBID_TURNSTILE && subid <= DLOCK_SUBID_TURNSTILE + DLOCK_PERMITS_MAX)))
+			continue;
+		head_key(l, &k);
+		if ((hh = hash_search(tab, &k, HASH_FIND, NULL)) == NULL)
+			continue;
+		for (j = 0; j < hh->n; j++)
+			if (DatumGetInt32(hh->pids[j]) == l->pid)
+				break;
+		if (j < hh->n)
+			continue;
+		if (hh->n == hh->max)
+		{
+			hh->max = Max(hh->max * 2, 8);
+			hh->pids = hh->pids == NULL ? palloc(sizeof(Datum) * hh->max) :
+				repalloc(hh->pids, sizeof(Datum) * hh->max);
+		}
+		hh->pids[hh->n++] = Int32GetDatum(l->pid);
+	}
+	return tab;
+}
 
 /*
  * What every row of one dlock_locks() call shares.  Each row's own values
@@ -291,6 +435,9 @@ typedef struct LocksCall
 	Datum		scope_session;
 	Datum		scope_xact;
 	Datum		scope_both;
+	HTAB	   *heads;			/* semaphore_heads(); NULL: none */
+	const HeadHolders *waits_for;	/* of the row put now: a semaphore's first
+									 * in line; NULL: not one */
 } LocksCall;
 
 static void
@@ -300,7 +447,7 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	Datum		values[DLOCK_LOCKS_COLS];
 	bool		nulls[DLOCK_LOCKS_COLS];
 	NameKey		k = *kp;
-	ActivityRow *a;
+	ActivityRow *a = NULL;
 	TimestampTz since = 0;
 	MemoryContext oldcxt;
 
@@ -355,6 +502,13 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	}
 	else
 		nulls[7] = nulls[8] = nulls[9] = true;
+	/* session_state: of a session (a detached lock's process has none) */
+	nulls[18] = true;
+	if (h == NULL && a != NULL && a->state != (Datum) 0)
+	{
+		values[18] = a->state;
+		nulls[18] = false;
+	}
 	/* since: the grant; for a waiter the start of its wait */
 	if (e != NULL)
 		since = e->since;
@@ -393,6 +547,33 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	/* permit: of a semaphore's holder */
 	values[16] = Int32GetDatum(permit);
 	nulls[16] = (permit == 0);
+	/* permits: the N asked for, of a semaphore's holder or waiter */
+	values[17] = Int32GetDatum(h != NULL ? h->permits : e != NULL ? e->permits : 0);
+	nulls[17] = (DatumGetInt32(values[17]) == 0);
+	/* min_hold_until, released: of a detached hold in its minimum hold */
+	nulls[19] = nulls[20] = true;
+	if (granted && h != NULL && h->state == DLOCK_HOLD_HELD)
+	{
+		values[19] = TimestampTzGetDatum(h->min_until);
+		nulls[19] = (h->min_until <= call->now);
+		values[20] = BoolGetDatum(h->released);
+		nulls[20] = false;
+	}
+	/* waits_for: of a semaphore's first in line, the holders of its permits */
+	nulls[21] = true;
+	if (call->waits_for != NULL)
+	{
+		Datum	   *pids = palloc(sizeof(Datum) * Max(call->waits_for->n, 1));
+		int			n = 0;
+		int			j;
+
+		for (j = 0; j < call->waits_for->n; j++)
+			if (DatumGetInt32(call->waits_for->pids[j]) != l->pid)
+				pids[n++] = call->waits_for->pids[j];
+		values[21] = PointerGetDatum(construct_array(pids, n, INT4OID, sizeof(int32), true,
+													 TYPALIGN_INT));
+		nulls[21] = false;
+	}
 	tuplestore_putvalues(call->rsinfo->setResult, call->rsinfo->setDesc, values, nulls);
 	MemoryContextSwitchTo(oldcxt);
 	MemoryContextReset(call->rowcxt);
@@ -451,6 +632,15 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	bool		turnstile = (subid == DLOCK_SUBID_TURNSTILE);
 	int			permit = subid > DLOCK_SUBID_TURNSTILE ? subid - DLOCK_SUBID_TURNSTILE : 0;
 
+	/* a turnstile held: by the first in line, who waits for the permits' holders */
+	call->waits_for = NULL;
+	if (turnstile && granted && call->heads != NULL)
+	{
+		HeadKey		hk;
+
+		head_key(l, &hk);
+		call->waits_for = hash_search(call->heads, &hk, HASH_FIND, NULL);
+	}
 	if (turnstile)
 		granted = false;
 	if (subid == DLOCK_SUBID_LINE)
@@ -575,6 +765,8 @@ dlock_locks(PG_FUNCTION_ARGS)
 	/* after everything was read: no hold or wait began later than this */
 	call.now = GetCurrentTimestamp();
 	note_markers(&names, ld);
+	call.heads = semaphore_heads(ld);
+	call.waits_for = NULL;
 	for (i = 0; i < ld->nelements; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];

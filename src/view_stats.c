@@ -31,7 +31,8 @@ require_stats(void)
 	dlock_require_preload("Lock statistics are kept in shared memory.");
 }
 
-#define DLOCK_STATS_COLS 21
+/* The columns of dlock_stats(): 21 in the 1.4 and 1.5 SQL, 22 (force_released) since 1.6. */
+#define DLOCK_STATS_COLS 22
 
 /* dlock_stats(): every entry, copied part by part */
 Datum
@@ -102,7 +103,9 @@ dlock_stats(PG_FUNCTION_ARGS)
 			values[k] = TimestampTzGetDatum(c->last_acquired);
 			nulls[k] = (c->last_acquired == 0);
 			k++;
+			values[k++] = Int64GetDatum(c->force_released);
 			Assert(k == DLOCK_STATS_COLS);
+			Assert(rsinfo->setDesc->natts <= DLOCK_STATS_COLS);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}

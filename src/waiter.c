@@ -279,8 +279,20 @@ waiter_extend_release(DlockRequest *r)
 {
 	DlockHold  *h = &my_waiter->hold;
 	TimestampTz now = GetCurrentTimestamp();
-	int			res = dlock_serve_check_hold(r, h, now);
+	uint32		st = dlock_waiter_state(my_waiter, my_ticket);
+	int			res;
 
+	/*
+	 * An acquisition rolled back (or given up) since the loop looked: its
+	 * token holds nothing, as in the lock holder (holder_undo); the loop
+	 * releases it next.
+	 */
+	if (st == DLOCK_W_ABANDONED || st == DLOCK_W_UNDO)
+	{
+		dlock_serve_reply_only(r, DLOCK_RES_NOT_HELD);
+		return;
+	}
+	res = dlock_serve_check_hold(r, h, now);
 	if (res == DLOCK_RES_OK && r->op == DLOCK_OP_EXTEND)
 	{
 		(void) dlock_serve_extend_hold(r, h, now);
@@ -293,6 +305,8 @@ waiter_extend_release(DlockRequest *r)
 		return;
 	if (res == DLOCK_RES_OK || res == DLOCK_RES_EXPIRED)
 	{
+		if (res == DLOCK_RES_OK && r->op == DLOCK_OP_FORCE_RELEASE)
+			dlock_serve_forced(r, h, now);
 		/* release before answering: the caller may take it again at once */
 		waiter_release();
 		dlock_serve_reply_only(r, res);

@@ -143,8 +143,29 @@ def fresh_database(port, db, extension):
     return None
 
 
+def page_database(page):
+    return "app" if page == README else "dlock_docs_" + re.sub(r"\W", "_", os.path.basename(page)[:-3])
+
+
+def drop_manual_roles(port):
+    """The roles the manual's blocks create (CREATE ROLE x) are the cluster's:
+    dropped before the blocks run (a run before this one made them) and
+    after, with the databases that hold their privileges."""
+    roles = set()
+    for page in PAGES:
+        roles.update(re.findall(r"^CREATE ROLE (\w+)", open(page, encoding="utf-8").read(), re.M))
+    if not roles:
+        return
+    sql = "".join("DROP DATABASE IF EXISTS %s WITH (FORCE);\n" % page_database(p) for p in PAGES)
+    sql += "".join("DROP ROLE IF EXISTS %s;\n" % r for r in sorted(roles))
+    r = psql(port, "postgres", sql)
+    report(r.returncode == 0, "the roles the manual creates (%s) are dropped" % ", ".join(sorted(roles)),
+           r.stderr.strip())
+
+
 def run_blocks(port):
     total = 0
+    drop_manual_roles(port)
     for page in PAGES:
         blocks = [(n, body) for n, lang, body in fenced_blocks(open(page, encoding="utf-8").read())
                   if lang == "sql"]
@@ -154,7 +175,7 @@ def run_blocks(port):
         if readme:
             # the installation block first, as a user runs it before the others
             blocks.sort(key=lambda b: "CREATE EXTENSION" not in b[1])
-        db = "app" if readme else "dlock_docs_" + re.sub(r"\W", "_", os.path.basename(page)[:-3])
+        db = page_database(page)
         problem = fresh_database(port, db, extension=not readme)
         if problem:
             report(False, "%s: a database for its blocks" % rel(page), problem)
@@ -173,6 +194,7 @@ def run_blocks(port):
             else:
                 report(True, what)
     report(total >= 25, "the manual has its sql blocks (%d found)" % total)
+    drop_manual_roles(port)
 
 
 def check_shell():

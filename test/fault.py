@@ -267,7 +267,9 @@ def wait_rows(obs, name, n):
     return wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = %s AND NOT granted", (name,)) == n, 5)
 
 
-@check("semaphore: waiters (sessions and a detached one) are served in order; each release wakes the next at once")
+@check("semaphore: waiters (sessions and a detached one) are served in order; each release wakes the next at once; "
+       "the first in line's blocked_by names the holders of the permits, the others' the first in line; "
+       "the holders show N (permits) and their session's state")
 def t_semaphore_queue():
     obs, a, b = connect(), connect(), connect()
     q(a, "SELECT dlock_try('sq', permits => 2)")
@@ -287,6 +289,20 @@ def t_semaphore_queue():
     expect(q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'sq' AND NOT granted AND permit IS NULL") == 3,
            "a waiter shows a permit")
     expect(q(obs, "SELECT dlock_try('sq', permits => 2)") is False, "a try got in while three wait")
+    # blocked_by: the first in line (sleeping, in no lock wait) is blocked by
+    # the permits' holders (1.6); the others wait for it in the lock manager
+    pa, pb = q(a, "SELECT pg_backend_pid()"), q(b, "SELECT pg_backend_pid()")
+    blocked = "SELECT blocked_by FROM dlock_locks WHERE name = 'sq' AND NOT granted AND info = %s"
+    expect(sleeping_first_in_line(obs, w1.pid), "w1 is not asleep at the head of the line")
+    expect(sorted(q(obs, blocked, ("w1",)) or []) == sorted([pa, pb]),
+           "the first in line's blocked_by: %r, the holders %r" % (q(obs, blocked, ("w1",)), [pa, pb]))
+    expect(w1.pid in (q(obs, blocked, ("w3",)) or []) and pa not in q(obs, blocked, ("w3",)),
+           "w3's blocked_by: %r, the first in line %r (and w2's waiter process, ahead of it)"
+           % (q(obs, blocked, ("w3",)), w1.pid))
+    holders = ("SELECT string_agg(permits || ' ' || session_state, ',' ORDER BY pid) FROM dlock_locks "
+               "WHERE name = 'sq' AND granted")
+    expect(q(obs, holders) in ("2 idle,2 idle in transaction", "2 idle in transaction,2 idle"),
+           "the holders' N and state: %r" % q(obs, holders))
     # an unlock: the first in line, at once (not at its next look, a second later)
     t0 = time.monotonic()
     q(a, "SELECT dlock_unlock('sq')")

@@ -363,6 +363,65 @@ def sc_detached_min_hold_cancel(run, point, pid):
     close(a, obs)
 
 
+def sc_detached_force(run, point, pid, wait=False):
+    """An operator's override (dlock_force_release) of a lock in its minimum
+    hold, held by the lock holder, or (wait) by the waiter process of an
+    acquisition that waited.  Told true: the lock is gone, and another
+    caller gets it.  Told an error: it stays its owner's (extend works),
+    unless the process that held it died (its locks go with it); told false
+    only then (not held: true).  Another
+    client's lock is untouched unless the lock holder died."""
+    obs, a, b = server_conn(), connect(), connect()
+    bystander = q(obs, "SELECT dlock_acquire('bystander', '60s')")
+    if wait:
+        tb = q(b, "SELECT dlock_acquire('f', '30s')")
+        call = Call(a, "SELECT dlock_acquire('f', '30s', timeout => '10s', min_hold => '3 s')")
+        call.start()
+        wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f' AND NOT granted") > 0, 5)
+        q(b, "SELECT dlock_release('f', %s)" % tb)
+        call.join(20)
+        token = call.answer
+        holder = q(obs, "SELECT pid FROM dlock_locks WHERE name = 'f' AND granted AND token = %s", (token,))
+    else:
+        token = q(a, "SELECT dlock_acquire('f', '30s', min_hold => '3 s')")
+        holder = proc_pid("dlock lock holder")
+    if token is None or holder is None:
+        run.bad("the lock to override was never held (%r)" % (call.error if wait else None))
+        release_all_detached()
+        close(a, b, obs)
+        return
+    arm(point, run.action, holder)
+    answer, error = try_q(obs, "SELECT dlock_force_release('f', %s)" % token)
+    gone = died(obs) or run.action == "kill" or \
+        (run.action in ("error", "fatal", "terminate") and (wait or run.action != "error"))
+    obs = server_conn() if died(obs) else obs
+    if answer is True:
+        if q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f'") != 0:
+            run.bad("told true, the lock is still held")
+        elif q(obs, "SELECT dlock_acquire('f', '30s')") is None:
+            run.bad("told true, another caller does not get the lock")
+    elif answer is False and not gone:
+        run.bad("the override of a held lock answered false")
+    elif answer is False:
+        # its process died serving it, and the lock with it: "not held" is true
+        if q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f' AND token = %s", (token,)) != 0:
+            run.bad("told false (its process died), yet the lock is still held")
+    elif not gone:
+        ext, e2 = try_q(a, "SELECT dlock_extend('f', %s, '30s') IS NOT NULL" % token)
+        if ext is not True:
+            run.bad("the override failed (%s), yet the lock is no longer its owner's: %s"
+                    % (error.pgcode if error else None, e2.pgcode if e2 else ext))
+    if not died(obs) and not (run.action in ("fatal", "terminate", "kill") and not wait) and \
+            q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'bystander' AND token = %s", (bystander,)) != 1:
+        run.bad("another client's detached lock was lost")
+    release_all_detached()
+    close(a, b, obs)
+
+
+def sc_detached_force_waiter(run, point, pid):
+    sc_detached_force(run, point, pid, wait=True)
+
+
 def sc_detached_several(run, point, pid):
     """Detached locks of several names, the fault landing after the first is
     acquired (skip 1): told tokens, each name is held; told NULL or an error,
@@ -822,6 +881,8 @@ SCENARIOS = {
     "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
     "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
     "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL)],
+    "serve.force_release": [(sc_detached_force, "holder", NO_CANCEL),
+                            (sc_detached_force_waiter, "any", NO_CANCEL)],
     "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL),
                             (sc_detached_min_hold_cancel, "holder", ("stall",))],
     "waiter.claimed": [(sc_detached_wait, "any", ALL)],

@@ -806,6 +806,40 @@ def run_same(port, report):
                "".join("\n#   only updated: " + x for x in only_chain[:10])))
 
 
+def run_default_privileges(port, report):
+    """ALTER DEFAULT PRIVILEGES ... GRANT EXECUTE ON FUNCTIONS TO a role
+    before the scripts run: the functions the scripts keep from PUBLIC
+    (the override, dlock_force_release; on a fresh install the statistics
+    reset too) are not that role's after a fresh install, nor the override
+    after an update to 1.6."""
+    admin = connect(port)
+    q(admin, "DROP ROLE IF EXISTS dlock_defpriv")
+    q(admin, "CREATE ROLE dlock_defpriv")
+    for db, setup, kept in (
+            ("dlock_defpriv_fresh", ["CREATE EXTENSION dlock"],
+             ["dlock_force_release(text, bigint)", "dlock_stats_reset()", "dlock_stats_reset(text)"]),
+            ("dlock_defpriv_update", ["CREATE EXTENSION dlock VERSION '1.5'", "ALTER EXTENSION dlock UPDATE"],
+             ["dlock_force_release(text, bigint)"])):
+        q(admin, "DROP DATABASE IF EXISTS %s" % db)
+        q(admin, "CREATE DATABASE %s" % db)
+        c = connect(port, db)
+        q(c, "ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO dlock_defpriv")
+        for s in setup:
+            q(c, s)
+        given = [f for f in kept if q(c, "SELECT has_function_privilege('dlock_defpriv', %s, 'EXECUTE')", f)[0][0]]
+        granted = q(c, "SELECT has_function_privilege('dlock_defpriv', 'dlock_try(dlock_name, boolean, interval, "
+                       "bigint, text, bigint)', 'EXECUTE')")[0][0]
+        q(c, "ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM dlock_defpriv")
+        c.close()
+        q(admin, "DROP DATABASE %s" % db)
+        report(not given and granted,
+               "default privileges: %s gives a role that ALTER DEFAULT PRIVILEGES grants every function none of %s%s"
+               % (" then ".join(setup), ", ".join(kept),
+                  "" if not given else " (it has %s)" % ", ".join(given)))
+    q(admin, "DROP ROLE dlock_defpriv")
+    admin.close()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int)
@@ -825,6 +859,7 @@ def main():
     if not args.lint_only:
         run_traps(args.port, args.dir, report)
         run_same(args.port, report)
+        run_default_privileges(args.port, report)
     print("# all script tests ran")
     return 1 if failed[0] else 0
 

@@ -54,9 +54,16 @@ $node->safe_psql('postgres', q{
 is(counts('prepared'), '1/1/0', 'a hold passed on at PREPARE ends there');
 $node->safe_psql('postgres', "COMMIT PREPARED 'p1'");
 
+# an operator's override (1.6) is counted, and kept with the rest
+my $token = $node->safe_psql('postgres', "SELECT dlock_acquire('forced', '1 min', min_hold => '1 hour')");
+$node->safe_psql('postgres', "SELECT dlock_force_release('forced', $token)");
+my $forced = "SELECT acquisitions || '/' || released || '/' || force_released FROM dlock_stats WHERE name = 'forced'";
+is($node->safe_psql('postgres', $forced), '1/1/1', 'an override counted');
+
 # a clean (fast) restart keeps them, and their reset time
 $node->restart;
 is(counts('kept'), '3/3/1', 'kept across a clean restart');
+is($node->safe_psql('postgres', $forced), '1/1/1', 'the count of overrides too');
 is($node->safe_psql('postgres', 'SELECT stats_reset FROM dlock_stats_info'), $info,
 	'the reset time too');
 ok(!-e $file, 'the file is removed once read');
@@ -118,8 +125,8 @@ $node->stop;
 	close $v1;
 }
 $node->start;
-is($node->safe_psql('postgres', "SELECT acquisitions || '/' || released FROM dlock_stats WHERE name = 'from-1.5'"),
-	'7/7', 'a statistics file of dlock 1.5 is read');
+is($node->safe_psql('postgres', "SELECT acquisitions || '/' || released || '/' || force_released FROM dlock_stats WHERE name = 'from-1.5'"),
+	'7/7/0', 'a statistics file of dlock 1.5 is read (no overrides in it)');
 
 # a file that is not ours (another layout) is ignored, with a log line
 $node->stop;

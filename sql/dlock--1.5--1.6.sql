@@ -304,11 +304,13 @@ DROP FUNCTION "@extschema@".dlock_stats_1_5();
 -- held with this token is released now, whichever role acquired it, in its
 -- minimum hold too; logged, and counted in dlock_stats.force_released.
 -- Never PUBLIC's: superusers may call it, and the roles the DBA grants
--- EXECUTE (the function refuses to run while PUBLIC may).
+-- EXECUTE (the function refuses to run while PUBLIC may).  STRICT, as
+-- pg_terminate_backend: a NULL (a waiter's token, read from dlock_locks)
+-- ends nothing and answers NULL.
 CREATE FUNCTION "@extschema@".dlock_force_release(name pg_catalog.text, token bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_force_release'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE STRICT PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION "@extschema@".dlock_force_release(pg_catalog.text, bigint) FROM PUBLIC;
 -- and from every role that default privileges (ALTER DEFAULT PRIVILEGES ...

@@ -204,10 +204,18 @@ dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 {
 	bool		force = r->op == DLOCK_OP_FORCE_RELEASE;
 
-	/* an override ends a hold released early and kept for its minimum hold too */
 	if (h->state != DLOCK_HOLD_HELD || h->token != r->hold.token ||
-		h->key != r->hold.key || h->dbid != r->hold.dbid || (h->released && !force))
+		h->key != r->hold.key || h->dbid != r->hold.dbid)
 		return DLOCK_RES_NOT_HELD;
+	/*
+	 * Released early, kept for its minimum hold: not held with the token any
+	 * more, and the answer says until when it is kept.  An override ends it.
+	 */
+	if (h->released && !force)
+	{
+		r->expires = h->min_until;
+		return DLOCK_RES_NOT_HELD;
+	}
 	if (h->role != r->hold.role && !r->superuser && !force)
 	{
 		strlcpy(r->holder_role, h->rolname, NAMEDATALEN);

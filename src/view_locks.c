@@ -299,8 +299,12 @@ activity_by_pid(void)
 		dlock_client_address(be, client);
 		a->client = (client[0] == '\0' || !dlock_view_may_see_client(be->st_userid)) ? (Datum) 0 :
 			DirectFunctionCall1(inet_in, CStringGetDatum(client));
-		/* seen by whom may see the client (pg_stat_activity's rule) */
-		a->state = (state_text(be->st_state) == NULL || !dlock_view_may_see_client(be->st_userid)) ?
+		/*
+		 * a client's session only (not dlock's processes), seen by whom may
+		 * see the client (pg_stat_activity's rule)
+		 */
+		a->state = (be->st_backendType != B_BACKEND || state_text(be->st_state) == NULL ||
+					!dlock_view_may_see_client(be->st_userid)) ?
 			(Datum) 0 : CStringGetTextDatum(state_text(be->st_state));
 	}
 	return tab;
@@ -502,9 +506,14 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	}
 	else
 		nulls[7] = nulls[8] = nulls[9] = true;
-	/* session_state: of a session (a detached lock's process has none) */
+	/*
+	 * session_state: of the client session whose row it is (a caller in a
+	 * detached lock's line too); dlock's processes have none
+	 */
 	nulls[18] = true;
-	if (h == NULL && a != NULL && a->state != (Datum) 0)
+	if (a == NULL)
+		a = hash_search(call->activity, &k.pid, HASH_FIND, NULL);
+	if (a != NULL && a->state != (Datum) 0)
 	{
 		values[18] = a->state;
 		nulls[18] = false;

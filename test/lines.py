@@ -140,12 +140,17 @@ def main():
     @check("lines: %d callers of a detached lock wait in line, each shown in dlock_locks, "
            "with at most two waiter processes" % n)
     def t_shown():
-        rows = q(c, "SELECT json_agg(json_build_object('pid', pid, 'scope', scope, 'mode', mode)) "
-                    "FROM dlock_locks WHERE name = %s AND NOT granted", (NAME,))
+        rows = q(c, "SELECT json_agg(json_build_object('pid', pid, 'scope', scope, 'mode', mode, "
+                    "'state', session_state)) FROM dlock_locks WHERE name = %s AND NOT granted", (NAME,))
         expect(len(rows) == n, "dlock_locks shows %d waiting, want %d" % (len(rows), n))
         expect(all(r["scope"] == "detached" and r["mode"] == "exclusive" for r in rows), "rows: %r" % rows[:3])
         pids = {r["pid"] for r in rows}
         expect(len(pids & {k.pid for k in callers}) == n - 1, "the callers behind the first are not shown by pid")
+        # the callers in line are sessions, shown with their state (1.6); the
+        # first in line's row is its waiter process's, which has none
+        states = sorted(set(str(r["state"]) for r in rows))
+        expect(sum(1 for r in rows if r["state"] == "active") == n - 1 and states == ["None", "active"],
+               "session_state of the rows in line: %r" % states)
         expect(MAX_WORKERS[0] <= 2, "%d waiter processes ran" % MAX_WORKERS[0])
         expect(waiters(c) == 1, "%d waiter processes while one name is waited for" % waiters(c))
 

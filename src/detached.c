@@ -348,9 +348,21 @@ check_token_arg(FunctionCallInfo fcinfo, int argno)
  */
 #define NOT_HELD_DETAIL "It was released, or its lease ran out, or the transaction that acquired it rolled back or never committed, or the token is another lock's."
 #define NOT_HELD_HINT "If the token came from a dlock_acquire whose transaction did not commit (autocommit off), that acquisition was undone: commit right after dlock_acquire."
-/* A hold released before its minimum hold ended, kept until then. */
-#define RELEASED_DETAIL "Its minimum hold keeps it held until %s; nobody gets it before then."
-#define RELEASED_HINT "An operator can end it now with dlock_force_release."
+/*
+ * A hold released before its minimum hold ended, kept until then (until):
+ * an ERROR for dlock_extend, a WARNING for dlock_release.
+ */
+static void
+report_released(int elevel, const DlockName *name, int64 token, TimestampTz until)
+{
+	ereport(elevel,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("detached lock \"%s\" was released already with token " INT64_FORMAT,
+					dlock_display_name(name), token),
+			 errdetail("Its minimum hold keeps it held until %s; nobody gets it before then.",
+					   timestamptz_to_str(until)),
+			 errhint("An operator can end it now with dlock_force_release.")));
+}
 
 static Datum
 extend(FunctionCallInfo fcinfo, bool ms)
@@ -397,12 +409,7 @@ extend(FunctionCallInfo fcinfo, bool ms)
 			break;
 		case DLOCK_RES_NOT_HELD:
 			if (r->expires != 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("detached lock \"%s\" was released already with token " INT64_FORMAT,
-								dlock_display_name(&name), token),
-						 errdetail(RELEASED_DETAIL, timestamptz_to_str(r->expires)),
-						 errhint(RELEASED_HINT)));
+				report_released(ERROR, &name, token, r->expires);
 			if (dlock_expiry_find(MyDatabaseId, name.key, token, &expired))
 				break;
 			ereport(ERROR,
@@ -470,12 +477,7 @@ release_one(const DlockName *namep, int64 token, int op)
 			break;
 		case DLOCK_RES_NOT_HELD:
 			if (r->expires != 0)
-				ereport(WARNING,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("detached lock \"%s\" was released already with token " INT64_FORMAT,
-								dlock_display_name(&name), token),
-						 errdetail(RELEASED_DETAIL, timestamptz_to_str(r->expires)),
-						 errhint(RELEASED_HINT)));
+				report_released(WARNING, &name, token, r->expires);
 			else if (dlock_expiry_find(MyDatabaseId, name.key, token, &expired))
 				ereport(WARNING,
 						(errcode(ERRCODE_LOCK_NOT_AVAILABLE),

@@ -278,7 +278,10 @@ dlock_request_send(DlockRequest *r, int target_pid, int target_procno, Timestamp
 								"the dlock lock holder process exited", NULL, NULL);
 			}
 			else
+			{
 				r->result = DLOCK_RES_NOT_HELD;
+				r->expires = 0; /* (nothing is kept: no minimum hold) */
+			}
 			break;
 		}
 	}

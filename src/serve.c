@@ -213,7 +213,9 @@ dlock_serve_check_hold(DlockRequest *r, const DlockHold *h, TimestampTz now)
 	 */
 	if (h->released && !force)
 	{
-		r->expires = h->min_until;
+		/* (its minimum hold over, not yet let go: released, no more) */
+		if (h->lease_expires > now)
+			r->expires = h->min_until;
 		return DLOCK_RES_NOT_HELD;
 	}
 	if (h->role != r->hold.role && !r->superuser && !force)

@@ -299,12 +299,8 @@ activity_by_pid(void)
 		dlock_client_address(be, client);
 		a->client = (client[0] == '\0' || !dlock_view_may_see_client(be->st_userid)) ? (Datum) 0 :
 			DirectFunctionCall1(inet_in, CStringGetDatum(client));
-		/*
-		 * a client's session only (not dlock's processes), seen by whom may
-		 * see the client (pg_stat_activity's rule)
-		 */
-		a->state = (be->st_backendType != B_BACKEND || state_text(be->st_state) == NULL ||
-					!dlock_view_may_see_client(be->st_userid)) ?
+		/* seen by whom may see the client (pg_stat_activity's rule) */
+		a->state = (state_text(be->st_state) == NULL || !dlock_view_may_see_client(be->st_userid)) ?
 			(Datum) 0 : CStringGetTextDatum(state_text(be->st_state));
 	}
 	return tab;
@@ -442,6 +438,8 @@ typedef struct LocksCall
 	HTAB	   *heads;			/* semaphore_heads(); NULL: none */
 	const HeadHolders *waits_for;	/* of the row put now: a semaphore's first
 									 * in line; NULL: not one */
+	bool		line_row;		/* the row put now is a caller's in the line of
+								 * a detached lock: its pid is the caller's */
 } LocksCall;
 
 static void
@@ -507,13 +505,14 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	else
 		nulls[7] = nulls[8] = nulls[9] = true;
 	/*
-	 * session_state: of the client session whose row it is (a caller in a
-	 * detached lock's line too); dlock's processes have none
+	 * session_state: of the session whose row it is (a caller in a detached
+	 * lock's line too); not of dlock's processes, which hold and await
+	 * detached locks for others
 	 */
 	nulls[18] = true;
-	if (a == NULL)
+	if (a == NULL && call->line_row)
 		a = hash_search(call->activity, &k.pid, HASH_FIND, NULL);
-	if (a != NULL && a->state != (Datum) 0)
+	if ((h == NULL || call->line_row) && a != NULL && a->state != (Datum) 0)
 	{
 		values[18] = a->state;
 		nulls[18] = false;
@@ -615,7 +614,9 @@ put_line_wait(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, boo
 
 		if (h->state == DLOCK_HOLD_WAITING)
 		{
+			call->line_row = true;
 			put_lock(call, l, &k, DlockLockMode(k.mode), false, NULL, h, 0);
+			call->line_row = false;
 			return;
 		}
 	}
@@ -776,6 +777,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 	note_markers(&names, ld);
 	call.heads = semaphore_heads(ld);
 	call.waits_for = NULL;
+	call.line_row = false;
 	for (i = 0; i < ld->nelements; i++)
 	{
 		LockInstanceData *l = &ld->locks[i];

@@ -130,18 +130,14 @@ dlock_serve_forced(DlockRequest *r, const DlockHold *h, TimestampTz now)
 {
 	DLOCK_FAULT("serve.force_release");
 	r->caller[sizeof(r->caller) - 1] = '\0';
-	if (h->min_until > now)
-		ereport(LOG,
-				(errmsg("detached lock \"%.*s\" was force-released by role %s",
-						(int) h->namelen, h->name, r->caller),
-				 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\", in its minimum hold until %s.",
-						   h->token, h->rolname, timestamptz_to_str(h->min_until))));
-	else
-		ereport(LOG,
-				(errmsg("detached lock \"%.*s\" was force-released by role %s",
-						(int) h->namelen, h->name, r->caller),
-				 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\".",
-						   h->token, h->rolname)));
+	ereport(LOG,
+			(errmsg("detached lock \"%.*s\" was force-released by role %s",
+					(int) h->namelen, h->name, r->caller),
+			 h->min_until > now ?
+			 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\", in its minimum hold until %s.",
+					   h->token, h->rolname, timestamptz_to_str(h->min_until)) :
+			 errdetail("Fencing token " INT64_FORMAT ", acquired by role \"%s\".",
+					   h->token, h->rolname)));
 	dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
 							  DLOCK_STAT_FORCED, 0, h->limit_role);
 }

@@ -340,6 +340,33 @@ def sc_detached_min_hold(run, point, pid):
     close(a, obs)
 
 
+def sc_detached_released_twice(run, point, pid):
+    """A second release of a lock released early, kept for its minimum hold,
+    while the lock holder is at the point: told false with "released
+    already" while the holder lives; if it died before answering (the lock
+    with it), false without that (nothing is kept any more); an error in it
+    reaches the caller."""
+    obs, a = server_conn(), connect()
+    token = q(a, "SELECT dlock_acquire('f', '30s', min_hold => '3 s')")
+    q(a, "SELECT dlock_release('f', %s)" % token)
+    del a.notices[:]
+    arm(point, run.action, proc_pid("dlock lock holder"))
+    answer, error = try_q(a, "SELECT dlock_release('f', %s)" % token)
+    said = " ".join(a.notices) if not died(a) else ""
+    # a FATAL ends the holder at the point, before it answers; a terminate
+    # is acted on at its next check, after it answered (either is true then)
+    gone = run.action == "fatal"
+    if error is None and answer is not False:
+        run.bad("a second release answered %r" % answer)
+    elif error is None and gone and "released already" in said:
+        run.bad("the lock holder died, yet the caller was told the lock is kept: %s" % said.strip())
+    elif error is None and run.action in ("error", "stall") and "released already" not in said:
+        run.bad("a second release did not say the lock was released already: %r" % said.strip())
+    release_all_detached()
+    wait_until(lambda: q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'f'") == 0, 8)
+    close(a, obs)
+
+
 def sc_detached_min_hold_cancel(run, point, pid):
     """The caller gives up (statement_timeout) while the lock holder is
     stalled at the release before the minimum hold: told an error, the
@@ -880,7 +907,8 @@ SCENARIOS = {
     "holder.granted": [(sc_detached, "holder", NO_CANCEL)],
     "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
     "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
-    "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL)],
+    "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL),
+                              (sc_detached_released_twice, "holder", NO_CANCEL)],
     "serve.force_release": [(sc_detached_force, "holder", NO_CANCEL),
                             (sc_detached_force_waiter, "any", NO_CANCEL)],
     "serve.release_later": [(sc_detached_min_hold, "holder", NO_CANCEL),

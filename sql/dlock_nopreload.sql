@@ -7,6 +7,12 @@ SHOW shared_preload_libraries;
 SELECT dlock_key('abc');
 -- the standby setting is a per-session choice, there without preloading too
 SHOW dlock.allow_standby_locks;
+-- so is waiting for the synchronous standbys: without synchronous_standby_names
+-- a grant waits for nothing
+SHOW dlock.synchronous_grants;
+SET dlock.synchronous_grants = on;
+SELECT dlock_try('confirmed'), dlock_unlock('confirmed');
+RESET dlock.synchronous_grants;
 SELECT dlock_try('plain'), dlock_try('plain'), dlock_lock('waited', '1s'), dlock_try('s', true);
 SELECT dlock_unlock('plain'), dlock_unlock('plain'), dlock_unlock('plain');
 BEGIN;

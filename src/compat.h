@@ -59,6 +59,23 @@
 #endif
 
 /*
+ * Which synchronous standbys a commit waits for, as the checkpointer last
+ * saw synchronous_standby_names (dlock.synchronous_grants waits as a commit
+ * does).  The minor releases of 2025 (15.13, 17.5, 18) made the flag
+ * sync_standbys_status, whose SYNC_STANDBY_INIT says the checkpointer has
+ * set it; until then a backend goes by its own setting, as a commit does.
+ * Read with SyncRepLock held.
+ */
+#ifdef SYNC_STANDBY_DEFINED
+#define dlock_sync_standbys_defined(ctl) \
+	(((ctl)->sync_standbys_status & SYNC_STANDBY_INIT) ? \
+	 ((ctl)->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0 : \
+	 (SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0'))
+#else
+#define dlock_sync_standbys_defined(ctl) ((ctl)->sync_standbys_defined)
+#endif
+
+/*
  * 19 gave signal handlers a second argument (who sent the signal), so
  * SIG_IGN is no handler of its type there: PG_SIG_IGN is.
  */

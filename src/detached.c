@@ -29,6 +29,7 @@
 #include "utils/regproc.h"
 #include "utils/timestamp.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "detached_caller.h"
 #include "entries.h"
@@ -226,6 +227,48 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	return dlock_detached_take(name, h, a->lease_us, a->timeout_us, pid, procno, start);
 }
 
+static bool ask_holder(DlockRequest **rp, const DlockName *name, int64 token, int op,
+					   int64 lease_us, const DlockInfo *info, TimestampTz deadline);
+
+/*
+ * acquire_one with dlock.synchronous_grants: the lock taken, its grant
+ * confirmed by the synchronous standbys (within the call's timeout, and at
+ * least a second), then its lease counted from now (an extend).  Every
+ * failure after the grant is an ERROR, which undoes the acquisition with
+ * the transaction: the confirmation's, and an extend that finds the hold
+ * gone (its lease ran out while the standbys took their time, an operator
+ * released it) or that does not get through by the deadline.
+ */
+static int64
+acquire_confirmed(const DlockName *name, const DetachedArgs *a, TimestampTz start)
+{
+	TimestampTz deadline;
+	DlockRequest *r;
+	int64		token;
+
+	token = acquire_one(name, a, start);
+	if (token == 0)
+		return 0;
+	deadline = dlock_confirm_deadline(a->timeout_us > 0 ? start + a->timeout_us : 0);
+	dlock_confirm_grant(name, 1, deadline);
+	if (!ask_holder(&r, name, token, DLOCK_OP_EXTEND, a->lease_us, NULL, deadline))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("the lease of lock \"%s\" could not be started within the call's timeout",
+						dlock_display_name(name)),
+				 errdetail("The synchronous standbys confirmed the grant, but the lock holder process did not answer in time; the lock is given back.")));
+	if (r->result == DLOCK_RES_ERROR)
+		dlock_error_raise(&r->error);
+	if (r->result != DLOCK_RES_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("lock \"%s\" was lost while the synchronous standbys confirmed its grant",
+						dlock_display_name(name)),
+				 errdetail("Its lease ran out, or an operator released it, before the confirmation came."),
+				 errhint("Give it a lease longer than the synchronous standbys take to answer.")));
+	return token;
+}
+
 /* dlock_acquire and dlock_acquire_ms (detached_args) -> token, or NULL */
 static Datum
 acquire_detached(FunctionCallInfo fcinfo, bool ms)
@@ -237,7 +280,10 @@ acquire_detached(FunctionCallInfo fcinfo, bool ms)
 
 	dlock_name_arg(fcinfo, 0, &name);
 	detached_args(fcinfo, &name, ms, &a);
-	token = acquire_one(&name, &a, start);
+	if (likely(!dlock_synchronous_grants))
+		token = acquire_one(&name, &a, start);
+	else
+		token = acquire_confirmed(&name, &a, start);
 	if (token == 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(token);
@@ -609,6 +655,11 @@ acquire_all(void *arg)
 		if (all->tokens[i] == 0)
 			return false;
 	}
+	/* dlock.synchronous_grants: one confirmation after the last grant */
+	if (unlikely(dlock_synchronous_grants))
+		dlock_confirm_grant(all->names, all->n,
+							dlock_confirm_deadline(all->a->timeout_us > 0 ?
+												   all->start + all->a->timeout_us : 0));
 	for (int i = 0; i < all->n; i++)
 	{
 		DlockRequest *r;

@@ -27,8 +27,6 @@ extern void dlock_acquired_count(const DlockHold *h, int event, int64 us);
 extern void dlock_acquired_exit(void);
 
 /* detached_wait.c */
-extern void dlock_client_check_on(void);
-extern void dlock_client_check_off(void);
 extern int64 dlock_wait_acquire(const DlockName *name, const DlockHold *tmpl,
 								TimestampTz deadline, int64 lease_us, TimestampTz start);
 extern void dlock_wait_no_token_error(const DlockName *name, int64 token);

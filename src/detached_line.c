@@ -27,6 +27,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "detached_caller.h"
 #include "locks.h"

@@ -22,6 +22,7 @@
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "detached_caller.h"
 #include "stats.h"
@@ -88,35 +89,6 @@ abandon(int index, uint64 ticket)
 		/* CLAIMED: it finds out before it joins the queue */
 		break;
 	}
-}
-
-/*
- * While this backend waits in the lock manager (in line, for its ticket), a
- * client that went away is noticed within a second, as
- * client_connection_check_interval would notice it: on if it is off.
- */
-static bool client_checked = false;
-
-void
-dlock_client_check_on(void)
-{
-	if (client_connection_check_interval == 0 && MyProcPort != NULL)
-	{
-		client_checked = true;
-		client_connection_check_interval = 1000;
-		enable_timeout_after(CLIENT_CONNECTION_CHECK_TIMEOUT, 1000);
-	}
-}
-
-void
-dlock_client_check_off(void)
-{
-	if (client_checked)
-	{
-		client_connection_check_interval = 0;
-		disable_timeout(CLIENT_CONNECTION_CHECK_TIMEOUT, false);
-	}
-	client_checked = false;
 }
 
 /* dlock.max_detached_waiters_per_role as it applies: -1 is half of the slots. */

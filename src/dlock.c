@@ -18,6 +18,7 @@
 #include "tcop/utility.h"
 #include "utils/guc.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "detached.h"
 #include "entries.h"
@@ -126,6 +127,16 @@ _PG_init(void)
 							 "Such a lock excludes only other sessions of the same standby, never the primary's, "
 							 "and has no fencing token.",
 							 &dlock_allow_standby_locks,
+							 false,
+							 PGC_USERSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("dlock.synchronous_grants",
+							 "Answers a lock granted on a primary only once its synchronous standbys confirm it, as a commit.",
+							 "The granting session writes WAL after the grant and waits until the standbys in "
+							 "synchronous_standby_names have flushed it, so that a primary replaced by one of them "
+							 "grants nothing more.  Without synchronous_standby_names nothing waits.",
+							 &dlock_synchronous_grants,
 							 false,
 							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);

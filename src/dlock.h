@@ -39,6 +39,9 @@
  *     stats_table.c/.h  the statistics table in shared memory
  *     stats.c/.h     counting events (per backend, then into the table)
  *     stats_file.c/.h   the table's file across a clean restart
+ *     confirm.c/.h   dlock.synchronous_grants: a grant answered once the
+ *                    synchronous standbys have WAL written after it; a
+ *                    client gone noticed while a call waits
  *     protocol.c/.h  the detached-lock protocol, shared by its two sides:
  *                    request slots, holds, waiter blocks, their states;
  *                    detached.h is what the rest of dlock sees of detached

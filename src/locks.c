@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "entries.h"
 #include "leases.h"
@@ -180,15 +181,17 @@ record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xac
 /*
  * The steps between the lock manager's grant and the record that can still
  * fail: a cancel or terminate that came with the grant, a lease of this
- * session's that ran out during the wait, and drawing the new hold's token
- * (taken: one drawn already, for dlock_token_next_finish, or -1).  If one
+ * session's that ran out during the wait, drawing the new hold's token
+ * (taken: one drawn already, for dlock_token_next_finish, or -1), and the
+ * synchronous standbys' confirmation (dlock.synchronous_grants).  If one
  * fails, this call's grant is given back before the error reaches the
  * caller.  Returns the token (0 when the hold is not new).  (A function of
  * its own, so that nothing in the caller is clobbered.)
  */
 static pg_noinline int64
 after_grant_guarded(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
-					const DlockName *name, uint8 mode, bool start, bool marker, int64 taken)
+					const DlockName *name, uint8 mode, bool start, bool marker, int64 taken,
+					TimestampTz confirm_by)
 {
 	volatile int64 token = 0;
 	volatile bool took_marker = false;
@@ -206,6 +209,16 @@ after_grant_guarded(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 		{
 			dlock_marker_take(name->key, mode);
 			took_marker = true;
+		}
+		/*
+		 * a "yes" waits for the synchronous standbys (confirm.c); a lease of
+		 * this session's that ran out meanwhile refuses it
+		 */
+		if (confirm_by >= 0)
+		{
+			dlock_confirm_grant(name, 1, confirm_by);
+			if (unlikely(dlock_lease_min != 0))
+				dlock_lease_refuse_after_expiry();
 		}
 		DLOCK_FAULT("lock.ready");
 		/* a cancel or terminate that came meanwhile: this call fails */
@@ -227,18 +240,19 @@ after_grant_guarded(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 
 /*
  * after_grant_guarded where nothing can fail, the usual case: no interrupt
- * pending, no lease of this session's, no marker to take, and a token
- * below the reserved ceiling; then no PG_TRY is needed.  (The fault build
+ * pending, no lease of this session's, no marker to take, no grant to
+ * confirm (dlock.synchronous_grants), and a token below the reserved
+ * ceiling; then no PG_TRY is needed.  (The fault build
  * always takes the guarded way, where its fault points are.)
  */
 static pg_attribute_always_inline int64
 after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
-			const DlockName *name, uint8 mode, bool start, bool marker)
+			const DlockName *name, uint8 mode, bool start, bool marker, TimestampTz confirm_by)
 {
 	int64		taken = -1;
 
 #ifndef DLOCK_FAULTS
-	if (likely(!InterruptPending && dlock_lease_min == 0 && !marker))
+	if (likely(!InterruptPending && dlock_lease_min == 0 && !marker && confirm_by < 0))
 	{
 		if (!start)
 			return 0;
@@ -246,7 +260,7 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 			return taken;
 	}
 #endif
-	return after_grant_guarded(tag, lockmode, xact, ref, name, mode, start, marker, taken);
+	return after_grant_guarded(tag, lockmode, xact, ref, name, mode, start, marker, taken, confirm_by);
 }
 static const DlockInfo no_info = {false, NULL, 0};
 
@@ -318,6 +332,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	int64		token;
 	int			permit;
 	bool		live;
+	TimestampTz confirm_by;
 	bool		foreign = dlock_foreign_code();
 	TimestampTz at;
 	bool		precise;
@@ -412,15 +427,15 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 granted:
 	start_hold = grant_starts_hold(e, res == LOCKACQUIRE_OK);
 	/*
-	 * When a new hold began, and the time of this acquisition for the
-	 * statistics: the cheap clock of the lock path (entries.h), or the
-	 * precise time of the grant after a wait, or with a lease (which runs
-	 * from it, and whose hold the reaper tells by it).  A re-entry without
-	 * statistics needs no time.
+	 * With dlock.synchronous_grants, the grant is answered once the
+	 * synchronous standbys confirm it (after_grant_guarded), within what is
+	 * left of the call's timeout; several names confirm once, at the end
+	 * (locks_many.c).
 	 */
-	precise = waited_us >= 0 || a->lease_us >= 0;
-	at = precise ? GetCurrentTimestamp() :
-		(start_hold || dlock_stats_tracking()) ? dlock_hold_time() : 0;
+	confirm_by = -1;
+	if (unlikely(dlock_synchronous_grants) && !a->defer)
+		confirm_by = timeout_us > 0 ?
+			dlock_confirm_deadline(GetCurrentTimestamp() + timeout_us - Max(waited_us, 0)) : 0;
 
 	/*
 	 * The lease marker (dlock.h) is held exactly while the entry has session
@@ -428,7 +443,19 @@ granted:
 	 */
 	need_marker = ((start_hold ? 0 : e->nsession) + (xact ? 0 : 1)) > 0 &&
 		(lease_us >= 0 || (!start_hold && e->lease_expires != 0));
-	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker);
+	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker, confirm_by);
+
+	/*
+	 * When a new hold began, and the time of this acquisition for the
+	 * statistics: the cheap clock of the lock path (entries.h), or the
+	 * precise time of the grant after a wait, or with a lease (which runs
+	 * from it, and whose hold the reaper tells by it).  A re-entry without
+	 * statistics needs no time.  (Taken once the grant is confirmed, if it
+	 * had to be: a lease runs from the answer.)
+	 */
+	precise = waited_us >= 0 || a->lease_us >= 0;
+	at = precise ? GetCurrentTimestamp() :
+		(start_hold || dlock_stats_tracking()) ? dlock_hold_time() : 0;
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);

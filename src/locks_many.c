@@ -12,6 +12,7 @@
 #include "fmgr.h"
 #include "utils/timestamp.h"
 
+#include "confirm.h"
 #include "dlock.h"
 #include "entries.h"
 #include "leases.h"
@@ -115,6 +116,13 @@ take_names(const DlockName *names, int n, bool xact, bool can_wait, const Acquir
 		if (!dlock_acquire_one(&names[i], xact, can_wait, &one))
 			return false;
 		(*taken)++;
+	}
+	/* dlock.synchronous_grants: one confirmation after the last grant */
+	if (unlikely(dlock_synchronous_grants))
+	{
+		dlock_confirm_grant(names, n, dlock_confirm_deadline(deadline));
+		if (unlikely(dlock_lease_min != 0))
+			dlock_lease_refuse_after_expiry();
 	}
 	if (a->lease_us >= 0 || a->info.given)
 		give_deferred(names, n, a);

@@ -49,8 +49,16 @@ ASYNC = ("cancel", "terminate", "stall", "kill")
 STALL_MS = 1500
 
 
+# scenarios run "confirming" (confirming()): every session of theirs sets
+# dlock.synchronous_grants, so that each grant passes grant.confirm
+CONFIRMING = False
+
+
 def connect(app="dlock-faults"):
-    return fault.connect(app=app)
+    c = fault.connect(app=app)
+    if CONFIRMING:
+        q(c, "SET dlock.synchronous_grants = on")
+    return c
 
 
 def try_q(conn, sql, params=None):
@@ -210,13 +218,14 @@ def sc_session(run, point, pid_filter, xact=False):
     close(a, obs)
 
 
-def sc_several(run, point, pid_filter, xact=False):
+def sc_several(run, point, pid_filter, xact=False, skip=1):
     """Several names at once, the fault landing after the first is taken
-    (skip 1): told true, every name is held; told false or an error, none."""
+    (skip 1; a point passed once a call: skip 0): told true, every name is
+    held; told false or an error, none."""
     obs, a = server_conn(), connect()
     apid = pid_of(a)
     c = server_conn()
-    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, 1)", (point, run.action, STALL_MS, apid))
+    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, %s)", (point, run.action, STALL_MS, apid, skip))
     c.close()
     names = ("m1", "m2", "m3")
     if xact:
@@ -279,13 +288,13 @@ def detached_run(run, point, pid, sql, before=None, obs=None):
     return obs, a, answer, error, holder_gone
 
 
-def sc_detached(run, point, pid):
+def sc_detached(run, point, pid, sql="SELECT dlock_acquire('f', '30s')"):
     """Another client's detached lock ('bystander') must outlive whatever
     lands in the lock holder short of its death (1.4: an error in the lock
     holder ended it, and every client's detached lock with it)."""
     obs = server_conn()
     bystander = q(obs, "SELECT dlock_acquire('bystander', '60s')")
-    obs, a, token, error, gone = detached_run(run, point, pid, "SELECT dlock_acquire('f', '30s')", obs=obs)
+    obs, a, token, error, gone = detached_run(run, point, pid, sql, obs=obs)
     check_answer_detached(run, obs, "f", token, error, gone or died(obs))
     if not gone and run.action != "kill" and not died(obs) and \
             q(obs, "SELECT count(*) FROM dlock_locks WHERE name = 'bystander' AND token = %s", (bystander,)) != 1:
@@ -449,13 +458,14 @@ def sc_detached_force_waiter(run, point, pid):
     sc_detached_force(run, point, pid, wait=True)
 
 
-def sc_detached_several(run, point, pid):
+def sc_detached_several(run, point, pid, skip=1):
     """Detached locks of several names, the fault landing after the first is
-    acquired (skip 1): told tokens, each name is held; told NULL or an error,
-    none is, once the lock holder has undone them."""
+    acquired (skip 1; a point passed once a call: skip 0): told tokens, each
+    name is held; told NULL or an error, none is, once the lock holder has
+    undone them."""
     obs, a = server_conn(), connect()
     c = server_conn()
-    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, 1)", (point, run.action, STALL_MS, pid_of(a)))
+    q(c, "SELECT dlock_fault_set(%s, %s, %s, %s, %s)", (point, run.action, STALL_MS, pid_of(a), skip))
     c.close()
     answer, error = try_q(a, "SELECT dlock_acquire(ARRAY['m1', 'm2', 'm3'], '30s')")
     held = "SELECT count(*) FROM dlock_locks WHERE name IN ('m1', 'm2', 'm3') AND scope = 'detached' AND granted"
@@ -767,6 +777,20 @@ def sc_reaper_xact(run, point, pid):
     sc_reaper(run, point, pid, xact=True)
 
 
+def confirming(scenario, **kw):
+    """scenario with dlock.synchronous_grants on in its sessions (no
+    synchronous standby here: the fault lands where the wait begins)."""
+    def run_confirming(run, point, proc):
+        global CONFIRMING
+        CONFIRMING = True
+        try:
+            scenario(run, point, proc, **kw)
+        finally:
+            CONFIRMING = False
+    run_confirming.__name__ = scenario.__name__ + "_confirming"
+    return run_confirming
+
+
 def fired_peek():
     c = server_conn()
     try:
@@ -892,6 +916,10 @@ SCENARIOS = {
     "token.file": [(sc_session, "caller", ALL), (sc_detached, "holder", NO_CANCEL),
                    (sc_token_wait, "caller", ("stall",))],
     "lock.wait": [(sc_session_wait, "caller", ALL)],
+    "grant.confirm": [(confirming(sc_session), "caller", ALL), (confirming(sc_xact), "caller", ALL),
+                      (confirming(sc_session_wait), "caller", ALL), (confirming(sc_several, skip=0), "caller", ALL),
+                      (confirming(sc_permit_wait), "caller", ALL), (confirming(sc_detached), "caller", ALL),
+                      (confirming(sc_detached_wait), "caller", ALL), (confirming(sc_detached_several, skip=0), "caller", ALL)],
     "lock.many": [(sc_several, "caller", ALL), (sc_several_xact, "caller", ALL)],
     "renew.marked": [(sc_renew, "caller", ALL)],
     "detached.sent": [(sc_detached, "caller", ALL)],
@@ -907,7 +935,12 @@ SCENARIOS = {
     "holder.granted": [(sc_detached, "holder", NO_CANCEL)],
     "holder.token": [(sc_detached, "holder", NO_CANCEL), (sc_cancel_then_next, "holder", ("stall",))],
     "holder.loop": [(sc_detached, "holder", NO_CANCEL)],
+    # (confirming: the lease started after the confirmation, by an extend
+    # that a timeout bounds; a stall of the holder outlasts it)
     "holder.extend_release": [(sc_detached_extend, "holder", NO_CANCEL),
+                              (confirming(sc_detached), "holder", NO_CANCEL),
+                              (confirming(sc_detached, sql="SELECT dlock_acquire('f', '30s', timeout => '100ms')"),
+                               "holder", ("stall",)),
                               (sc_detached_released_twice, "holder", NO_CANCEL)],
     "serve.force_release": [(sc_detached_force, "holder", NO_CANCEL),
                             (sc_detached_force_waiter, "any", NO_CANCEL)],

@@ -286,6 +286,10 @@ class Harness:
         s.conn = connect(DB, app="dlock-model-%d" % s.idx)
         s.conn.notices = []
         s.pid = run_sql(s.conn, "SELECT pg_backend_pid()")
+        # half the sessions answer through dlock.synchronous_grants (no
+        # synchronous standby here: the same answers, by the other way)
+        if self.rng.random() < 0.5:
+            run_sql(s.conn, "SET dlock.synchronous_grants = on")
         s.in_block = False
         s.depth = 0
         s.holds = {}

@@ -438,24 +438,26 @@ granted:
 			dlock_confirm_deadline(GetCurrentTimestamp() + timeout_us - Max(waited_us, 0)) : 0;
 
 	/*
+	 * When a new hold began, and the time of this acquisition for the
+	 * statistics: the cheap clock of the lock path (entries.h), or the
+	 * precise time of the grant after a wait, or with a lease (which runs
+	 * from it, and whose hold the reaper tells by it).  A re-entry without
+	 * statistics needs no time.
+	 */
+	precise = waited_us >= 0 || a->lease_us >= 0;
+	at = precise ? GetCurrentTimestamp() :
+		(start_hold || dlock_stats_tracking()) ? dlock_hold_time() : 0;
+
+	/*
 	 * The lease marker (dlock.h) is held exactly while the entry has session
 	 * holds and a lease, whichever call brought either.
 	 */
 	need_marker = ((start_hold ? 0 : e->nsession) + (xact ? 0 : 1)) > 0 &&
 		(lease_us >= 0 || (!start_hold && e->lease_expires != 0));
 	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker, confirm_by);
-
-	/*
-	 * When a new hold began, and the time of this acquisition for the
-	 * statistics: the cheap clock of the lock path (entries.h), or the
-	 * precise time of the grant after a wait, or with a lease (which runs
-	 * from it, and whose hold the reaper tells by it).  A re-entry without
-	 * statistics needs no time.  (Taken once the grant is confirmed, if it
-	 * had to be: a lease runs from the answer.)
-	 */
-	precise = waited_us >= 0 || a->lease_us >= 0;
-	at = precise ? GetCurrentTimestamp() :
-		(start_hold || dlock_stats_tracking()) ? dlock_hold_time() : 0;
+	/* a confirmed grant: its time (and its lease) is the answer's */
+	if (unlikely(confirm_by >= 0) && precise)
+		at = GetCurrentTimestamp();
 	/* a new hold without one, where an old one left its marker */
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);

@@ -44,6 +44,7 @@
 #include "compat.h"
 #include "confirm.h"
 #include "fault.h"
+#include "leases.h"
 
 bool		dlock_synchronous_grants = false;
 
@@ -153,8 +154,9 @@ dlock_confirm_deadline(TimestampTz call_deadline)
 /*
  * Wait until the synchronous standbys have WAL written after the grant of
  * names[0..n-1]; until deadline if not 0 (the call's timeout), then an
- * ERROR (55P03).  An ERROR (a cancel, statement_timeout) or FATAL (a
- * terminate, the client gone) if the wait is ended otherwise.
+ * ERROR (55P03).  An ERROR (a cancel, statement_timeout, a lease of this
+ * session's that ran out) or FATAL (a terminate, the client gone) if the
+ * wait is ended otherwise.
  */
 void
 dlock_confirm_grant(const DlockName *names, int n, TimestampTz deadline)
@@ -181,8 +183,13 @@ dlock_confirm_grant(const DlockName *names, int n, TimestampTz deadline)
 		XLogFlush(lsn);
 		confirm_wait_checked(lsn, deadline);
 	}
-	/* a cancel or terminate that came meanwhile: the call fails */
+	/*
+	 * a cancel or terminate that came meanwhile, or a lease of this
+	 * session's that ran out (it takes nothing more): the call fails
+	 */
 	CHECK_FOR_INTERRUPTS();
+	if (unlikely(dlock_lease_min != 0))
+		dlock_lease_refuse_after_expiry();
 	error_context_stack = cb.previous;
 }
 

@@ -231,6 +231,23 @@ static bool ask_holder(DlockRequest **rp, const DlockName *name, int64 token, in
 					   int64 lease_us, const DlockInfo *info, TimestampTz deadline);
 
 /*
+ * The lease of (name, token), a hold taken with an interim lease, counted
+ * from now: false if the hold is gone (its lease ran out, it was released)
+ * or its process did not answer by deadline (0: none).
+ */
+static bool
+start_lease(const DlockName *name, int64 token, int64 lease_us, TimestampTz deadline)
+{
+	DlockRequest *r;
+
+	if (!ask_holder(&r, name, token, DLOCK_OP_EXTEND, lease_us, NULL, deadline))
+		return false;
+	if (r->result == DLOCK_RES_ERROR)
+		dlock_error_raise(&r->error);
+	return r->result == DLOCK_RES_OK;
+}
+
+/*
  * acquire_one with dlock.synchronous_grants: the lock taken, its grant
  * confirmed by the synchronous standbys (within the call's timeout, and at
  * least a second), then its lease counted from now (an extend).  Every
@@ -243,7 +260,6 @@ static int64
 acquire_confirmed(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 {
 	TimestampTz deadline;
-	DlockRequest *r;
 	int64		token;
 
 	token = acquire_one(name, a, start);
@@ -251,20 +267,13 @@ acquire_confirmed(const DlockName *name, const DetachedArgs *a, TimestampTz star
 		return 0;
 	deadline = dlock_confirm_deadline(a->timeout_us > 0 ? start + a->timeout_us : 0);
 	dlock_confirm_grant(name, 1, deadline);
-	if (!ask_holder(&r, name, token, DLOCK_OP_EXTEND, a->lease_us, NULL, deadline))
-		ereport(ERROR,
-				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("the lease of lock \"%s\" could not be started within the call's timeout",
-						dlock_display_name(name)),
-				 errdetail("The synchronous standbys confirmed the grant, but the lock holder process did not answer in time; the lock is given back.")));
-	if (r->result == DLOCK_RES_ERROR)
-		dlock_error_raise(&r->error);
-	if (r->result != DLOCK_RES_OK)
+	if (!start_lease(name, token, a->lease_us, deadline))
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("lock \"%s\" was lost while the synchronous standbys confirmed its grant",
 						dlock_display_name(name)),
-				 errdetail("Its lease ran out, or an operator released it, before the confirmation came."),
+				 errdetail("Its lease ran out, or an operator released it, before the confirmation came, "
+						   "or the lock holder process did not answer by the call's deadline; nothing is held."),
 				 errhint("Give it a lease longer than the synchronous standbys take to answer.")));
 	return token;
 }
@@ -646,6 +655,7 @@ acquire_all(void *arg)
 {
 	AcquireAll *all = (AcquireAll *) arg;
 	DetachedArgs interim = *all->a;
+	TimestampTz deadline = all->a->timeout_us > 0 ? all->start + all->a->timeout_us : 0;
 
 	interim.lease_us = DLOCK_DETACHED_MAX_LEASE_US;
 	for (int i = 0; i < all->n; i++)
@@ -655,24 +665,18 @@ acquire_all(void *arg)
 		if (all->tokens[i] == 0)
 			return false;
 	}
-	/* dlock.synchronous_grants: one confirmation after the last grant */
+	/*
+	 * dlock.synchronous_grants: one confirmation after the last grant, and
+	 * the leases started within its deadline
+	 */
 	if (unlikely(dlock_synchronous_grants))
-		dlock_confirm_grant(all->names, all->n,
-							dlock_confirm_deadline(all->a->timeout_us > 0 ?
-												   all->start + all->a->timeout_us : 0));
-	for (int i = 0; i < all->n; i++)
 	{
-		DlockRequest *r;
-
-		if (!ask_holder(&r, &all->names[i], all->tokens[i], DLOCK_OP_EXTEND,
-						all->a->lease_us, NULL,
-						all->a->timeout_us > 0 ? all->start + all->a->timeout_us : 0))
-			return false;		/* no such hold, or the deadline */
-		if (r->result == DLOCK_RES_ERROR)
-			dlock_error_raise(&r->error);
-		if (r->result != DLOCK_RES_OK)
-			return false;		/* ran out, or let go */
+		deadline = dlock_confirm_deadline(deadline);
+		dlock_confirm_grant(all->names, all->n, deadline);
 	}
+	for (int i = 0; i < all->n; i++)
+		if (!start_lease(&all->names[i], all->tokens[i], all->a->lease_us, deadline))
+			return false;		/* ran out, let go, or the deadline */
 	return true;
 }
 

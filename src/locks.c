@@ -210,16 +210,9 @@ after_grant_guarded(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 			dlock_marker_take(name->key, mode);
 			took_marker = true;
 		}
-		/*
-		 * a "yes" waits for the synchronous standbys (confirm.c); a lease of
-		 * this session's that ran out meanwhile refuses it
-		 */
+		/* a "yes" waits for the synchronous standbys (confirm.c) */
 		if (confirm_by >= 0)
-		{
 			dlock_confirm_grant(name, 1, confirm_by);
-			if (unlikely(dlock_lease_min != 0))
-				dlock_lease_refuse_after_expiry();
-		}
 		DLOCK_FAULT("lock.ready");
 		/* a cancel or terminate that came meanwhile: this call fails */
 		CHECK_FOR_INTERRUPTS();

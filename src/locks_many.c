@@ -119,11 +119,7 @@ take_names(const DlockName *names, int n, bool xact, bool can_wait, const Acquir
 	}
 	/* dlock.synchronous_grants: one confirmation after the last grant */
 	if (unlikely(dlock_synchronous_grants))
-	{
 		dlock_confirm_grant(names, n, dlock_confirm_deadline(deadline));
-		if (unlikely(dlock_lease_min != 0))
-			dlock_lease_refuse_after_expiry();
-	}
 	if (a->lease_us >= 0 || a->info.given)
 		give_deferred(names, n, a);
 	return true;

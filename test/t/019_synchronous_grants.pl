@@ -137,6 +137,23 @@ ok($primary->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_acti
 is($plain->query_safe("SELECT dlock_try('gone')"), 't', 'and the lock is free');
 $plain->query_safe("SELECT dlock_unlock('gone')");
 
+# a lease of the session's that runs out while a grant waits: the session
+# is ended (57L01), holding nothing
+my $lw = $primary->background_psql('postgres', on_error_stop => 0);
+my $lwpid = $lw->query_safe('SELECT pg_backend_pid()');
+# (one line: under load the lease may run out before the wait begins,
+# which must end the session all the same)
+eval {
+	$lw->query_until(qr/waiting/,
+		"\\echo waiting\nSELECT dlock_try('short', lease => '2 s');\n${on}SELECT dlock_try('after-short');\n");
+};
+ok($primary->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $lwpid"),
+	'a session whose other lease runs out while its grant waits is ended');
+is($plain->query_safe("SELECT dlock_try('after-short') AND dlock_try('short')"), 't',
+	'holding neither lock');
+$plain->query_safe('SELECT dlock_unlock_all()');
+eval { $lw->quit };
+
 # leases count from the answer: a session lock that waited longer than its
 # lease is answered with its whole lease ahead (the reaper knows of it only
 # then); a detached lock keeps its lease while it waits (its lock holder
@@ -156,20 +173,6 @@ is($plain->query_safe("SELECT dlock_try('ls')"), 'f', 'meanwhile the session loc
 is($plain->query_safe("SELECT dlock_acquire('ld', '1 min') IS NULL"), 't', 'and so is the detached one');
 like($plain->query_safe("SELECT dlock_acquire('lx', '1 min')"), qr/^\d+$/,
 	'a detached lock whose 1 s lease ran out during the wait is free again: another session takes it');
-
-# a lease of the session's that runs out while a grant waits: the session
-# is ended (57L01), holding nothing
-my $lw = $primary->background_psql('postgres', on_error_stop => 0);
-my $lwpid = $lw->query_safe('SELECT pg_backend_pid()');
-$lw->query_safe("SELECT dlock_try('short', lease => '1 s')");
-$lw->query_safe($on);
-$lw->query_until(qr/waiting/, "\\echo waiting\nSELECT dlock_try('after-short');\n");
-ok($primary->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $lwpid"),
-	'a session whose other lease runs out while its grant waits is ended');
-is($plain->query_safe("SELECT dlock_try('after-short') AND dlock_try('short')"), 't',
-	'holding neither lock');
-$plain->query_safe('SELECT dlock_unlock_all()');
-eval { $lw->quit };
 
 # the standby back: a waiting grant is answered
 my $b = $primary->background_psql('postgres');

@@ -8,6 +8,12 @@ a cluster of its own.  Restarts and crashes are TAP tests (test/t/).
 Prints one "ok - name" or "not ok - name" line per check, then
 "# all fault tests ran".
 
+When test/run tests several majors, each runs its share of the checks
+(DLOCK_FAULT_SHARE=K/N, from test/run; dealt out by how long each check
+takes), so that the majors together run every check once; the one check
+whose outcome depends on the major runs on every major.  Without
+DLOCK_FAULT_SHARE, or with DLOCK_FAULT_ALL=1, every check runs.
+
 Timing: the checks that a lease is enforced allow the lease plus a few
 seconds; they check that the lock comes back at all and in bounded time, not
 how fast (that is for benchmarks).
@@ -16,6 +22,7 @@ import argparse
 import contextlib
 import datetime
 import os
+import re
 import signal
 import sys
 import threading
@@ -151,7 +158,12 @@ def close_all(*conns):
         c.close()
 
 
-def check(name):
+def check(name, seconds=0.5, every_major=False):
+    """A check, printing "ok - name" or "not ok - name".  seconds: about how
+    long it takes (measured; 0.5 for anything under a second), by which the
+    checks are shared out over the majors (share_of_checks); every_major:
+    it runs on every major, not in one share (a cheap check whose outcome
+    depends on the major)."""
     def deco(fn):
         def run():
             try:
@@ -165,6 +177,8 @@ def check(name):
                     for part in line.rstrip().splitlines():
                         print("#   " + part, flush=True)
         run.check_name = name
+        run.seconds = seconds
+        run.every_major = every_major
         return run
     return deco
 
@@ -341,7 +355,7 @@ def sleeping_first_in_line(obs, pid):
 
 
 @check("semaphore: a deadlock through its first in line is found (40P01), also when both holders wait through one session, "
-       "and a permit shared by plain shared holders counts as blocked by one of them")
+       "and a permit shared by plain shared holders counts as blocked by one of them", seconds=1)
 def t_semaphore_deadlock():
     # two holders of the two permits wait (through q's lock) for w, first in line
     obs, h1, h2, qs = connect(), connect(), connect(), connect()
@@ -391,16 +405,18 @@ def t_semaphore_deadlock():
     except psycopg2.Error as e:
         got = e.pgcode
     expect(got == "40P01" and time.monotonic() - t0 < 5, "w got %r / %r after %.1f s" % (answer, got, time.monotonic() - t0))
+    # sd-q goes to s1, then (once s1 lets go) to h: not a 10 s join on h
     q(wc, "SELECT dlock_unlock_all()")
     b1.join(10)
+    q(s1, "SELECT dlock_unlock_all()")
     b2.join(10)
-    for c in (s1, s2, h):
+    for c in (s2, h):
         q(c, "SELECT dlock_unlock_all()")
     close_all(obs, s1, s2, h, wc, qs, h1, h2)
 
 
 @check("semaphore: the first in line's own shared hold of permit 1 does not hide a deadlock, whatever the order "
-       "of the lock table (8 names), nor does a request waiting for permit 1")
+       "of the lock table (8 names), nor does a request waiting for permit 1", seconds=3.5, every_major=True)
 def t_semaphore_deadlock_own_share():
     # S and T hold the name shared (permit 1), U holds permit 2; S holds L,
     # T and U wait for L; S, first in line for a permit, waits for T and U:
@@ -426,11 +442,12 @@ def t_semaphore_deadlock_own_share():
             got = e.pgcode
         expect(got == "40P01" and time.monotonic() - t0 < 5,
                "%s: the first in line got %r / %r after %.1f s" % (name, answer, got, time.monotonic() - t0))
+        # L goes to T, then (once T lets go) to U: not a 10 s join on U
         q(sc, "SELECT dlock_unlock_all()")
         bt.join(10)
+        q(tc, "SELECT dlock_unlock_all()")
         bu.join(10)
-        for c in (tc, uc):
-            q(c, "SELECT dlock_unlock_all()")
+        q(uc, "SELECT dlock_unlock_all()")
         close_all(sc, tc, uc)
     # permit 1 held shared by the first in line A alone, and awaited by D (a
     # plain exclusive caller) that waits for A's share: D's request keeps A
@@ -463,7 +480,7 @@ def t_semaphore_deadlock_own_share():
     close_all(obs, ac, dc, ec)
 
 
-@check("semaphore: no deadlock is taken where a holder will let go (a lease), nor where one permit's holder waits for nobody")
+@check("semaphore: no deadlock is taken where a holder will let go (a lease), nor where one permit's holder waits for nobody", seconds=2)
 def t_semaphore_no_false_deadlock():
     obs, h1, h2, wc = connect(), connect(), connect(), connect()
     q(h1, "SELECT dlock_try('sf', lease => '2s', permits => 2)")
@@ -484,7 +501,7 @@ def t_semaphore_no_false_deadlock():
     close_all(obs, h2, wc)
 
 
-@check("several detached names: the call's timeout bounds a stalled lock holder too (NULL at the deadline, none kept)")
+@check("several detached names: the call's timeout bounds a stalled lock holder too (NULL at the deadline, none kept)", seconds=2)
 def t_several_holder_stalled():
     # key order: sv-b < sv-c; sv-b is granted by the lock holder at once,
     # sv-c is waited for by a waiter process; once that one is granted the
@@ -569,7 +586,7 @@ def t_grant_at_deadline():
     close_all(a, obs, w.conn)
 
 
-@check("timeout and statement_timeout both passed (waiter stopped): the statement timeout is raised, not false")
+@check("timeout and statement_timeout both passed (waiter stopped): the statement timeout is raised, not false", seconds=1)
 def t_deadline_and_statement_timeout():
     a, obs, w = held_and_awaited("two-deadlines", "SELECT dlock_lock('two-deadlines', '300ms')",
                                  setup=["SET statement_timeout = '500ms'"])
@@ -610,7 +627,7 @@ def expect_commit_refused(conn, name, table, released=False, xact=False):
            "the work under the expired lease was committed")
 
 
-@check("reaper stopped: a holder past its lease cannot commit, nor take the lock again; then it is ended")
+@check("reaper stopped: a holder past its lease cannot commit, nor take the lock again; then it is ended", seconds=1.5)
 def t_expired_cannot_commit():
     rp = reaper_pid()
     a = connect()
@@ -668,7 +685,7 @@ def t_expired_cannot_commit():
 
 @check("deadlock: the report names dlock's locks in words beside PostgreSQL's four numbers, "
        "in the client's DETAIL and in the log, whatever log_min_messages says; a name that could "
-       "forge a line is left out")
+       "forge a line is left out", seconds=1)
 def t_deadlock_named():
     def cycle(a_name, b_name, settings=()):
         # A holds a_name, B holds b_name; each then waits for the other's: one is the victim,
@@ -749,7 +766,7 @@ def t_summary():
         c.close()
 
 
-@check("lease, session scope: the holder's session is terminated, the waiter gets the lock, logged")
+@check("lease, session scope: the holder's session is terminated, the waiter gets the lock, logged", seconds=1)
 def t_lease_session():
     def holder(a):
         q(a, "SELECT dlock_try('lease-s', lease => '1s')")
@@ -760,7 +777,7 @@ def t_lease_session():
                                   "DETAIL:  The lease ran out at "], 1 + 4)
 
 
-@check("lease, transaction scope, busy holder: its statement is cancelled, logged")
+@check("lease, transaction scope, busy holder: its statement is cancelled, logged", seconds=1)
 def t_lease_xact_busy():
     outcome = {}
 
@@ -783,7 +800,7 @@ def t_lease_xact_busy():
     expect(outcome.get("alive"), "the cancelled holder's session should survive")
 
 
-@check("lease, transaction scope, idle in transaction: cancelled, then terminated, logged")
+@check("lease, transaction scope, idle in transaction: cancelled, then terminated, logged", seconds=2)
 def t_lease_xact_idle():
     def holder(a):
         a.autocommit = False
@@ -795,7 +812,7 @@ def t_lease_xact_idle():
                'FATAL:  terminating connection because the lease of lock "lease-idle" ran out'], 1 + 1 + 4)
 
 
-@check("lease renewed in time: the holder keeps the lock past the first lease")
+@check("lease renewed in time: the holder keeps the lock past the first lease", seconds=3)
 def t_lease_renew():
     a, b = connect(), connect()
     q(a, "SELECT dlock_try('renewed', lease => '1s')")
@@ -809,7 +826,7 @@ def t_lease_renew():
     b.close()
 
 
-@check("lease on a lock released behind dlock's back (pg_advisory_unlock_all): nobody is ended")
+@check("lease on a lock released behind dlock's back (pg_advisory_unlock_all): nobody is ended", seconds=1.5)
 def t_lease_released_elsewhere():
     a = connect()
     off = log_size()
@@ -922,7 +939,7 @@ def t_detached_queue_order():
     close_all(a, obs, early.conn, det.conn, late.conn)
 
 
-@check("detached: a client that disconnects while waiting leaves nothing behind")
+@check("detached: a client that disconnects while waiting leaves nothing behind", seconds=1.5)
 def t_detached_client_gone():
     import subprocess
     a, obs = connect(), connect()
@@ -1057,7 +1074,7 @@ def alive(obs, pid):
     return q(obs, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)) == 1
 
 
-@check("lease, then DISCARD ALL and the same key taken afresh: the session is not ended, the view drops the old hold")
+@check("lease, then DISCARD ALL and the same key taken afresh: the session is not ended, the view drops the old hold", seconds=5)
 def t_lease_discard_relock():
     for release in ("DISCARD ALL", "SELECT pg_advisory_unlock_all()"):
         a, obs = connect(), connect()
@@ -1074,7 +1091,7 @@ def t_lease_discard_relock():
         close_all(a, obs)
 
 
-@check("lease, session scope, with a temporary table: ended once, its temporary tables dropped")
+@check("lease, session scope, with a temporary table: ended once, its temporary tables dropped", seconds=1)
 def t_lease_temp_tables():
     off = log_size()
     a, obs = connect(), connect()
@@ -1089,7 +1106,7 @@ def t_lease_temp_tables():
     close_all(a, obs)
 
 
-@check("lock holder stalled: dlock_acquire, dlock_extend and dlock_release can be cancelled; nothing is kept")
+@check("lock holder stalled: dlock_acquire, dlock_extend and dlock_release can be cancelled; nothing is kept", seconds=1)
 def t_holder_stalled_cancel():
     obs = connect()
     a = connect()
@@ -1217,7 +1234,7 @@ def t_abandoned_before_next():
     close_all(a, b, obs)
 
 
-@check("postmaster slow to start waiters: cancelled waited acquisitions leak no waiter block")
+@check("postmaster slow to start waiters: cancelled waited acquisitions leak no waiter block", seconds=15.5)
 def t_waiter_start_cancel():
     obs, a = connect(), connect()
     tok = q(a, "SELECT dlock_acquire('slow-start', '1 min')")
@@ -1261,7 +1278,7 @@ def t_grant_deadline_cancel():
     close_all(a, obs, w.conn)
 
 
-@check("reaper stopped: a COMMIT after the lease ran out commits nothing, not even through postgres_fdw")
+@check("reaper stopped: a COMMIT after the lease ran out commits nothing, not even through postgres_fdw", seconds=1.5)
 def t_lease_fdw_commit():
     """postgres_fdw commits its remote transaction in a pre-commit callback
     of its own, registered (and so run) after dlock's when the session used
@@ -1316,7 +1333,7 @@ def t_lease_fdw_commit():
     close_all(a, a2, obs)
 
 
-@check("a leased hold released behind dlock's back, then past its lease: only that transaction's commit is refused, the session goes on and is not ended for a raw lock of the key")
+@check("a leased hold released behind dlock's back, then past its lease: only that transaction's commit is refused, the session goes on and is not ended for a raw lock of the key", seconds=3)
 def t_released_then_past_lease():
     obs = connect()
     for release in ("pg_advisory_unlock_all()", "pg_advisory_unlock(dlock_key('rel-x'))"):
@@ -1346,7 +1363,7 @@ def t_released_then_past_lease():
     obs.close()
 
 
-@check("reaper stopped: a wait that began before the session's lease ran out and is granted after it fails, and keeps nothing")
+@check("reaper stopped: a wait that began before the session's lease ran out and is granted after it fails, and keeps nothing", seconds=1)
 def t_wait_past_lease():
     obs, a, b = connect(), connect(), connect()
     apid = pid_of(a)
@@ -1366,7 +1383,7 @@ def t_wait_past_lease():
     close_all(a, b, obs)
 
 
-@check("reaper stopped: past its lease a session takes no other name or mode, and cannot commit after pg_advisory_unlock_all")
+@check("reaper stopped: past its lease a session takes no other name or mode, and cannot commit after pg_advisory_unlock_all", seconds=1.5)
 def t_expired_takes_nothing():
     obs, a = connect(), connect()
     with stopped(reaper_pid()):
@@ -1492,6 +1509,34 @@ def t_role_waiters():
     close_all(c, obs, third)
 
 
+def share_of_checks(checks):
+    """The checks this run makes, in their order.  test/run gives each major
+    it tests a share (DLOCK_FAULT_SHARE=K/N, K counted from 0), so that one
+    test/run makes every check once, spread over the majors; without it, or
+    with DLOCK_FAULT_ALL=1, every check runs.  The checks are dealt out by
+    their seconds, the longest first, each to the share with the fewest
+    seconds so far (the first of equals): the same split on every major.
+    The every_major checks are in every share."""
+    spec = os.environ.get("DLOCK_FAULT_SHARE", "")
+    if os.environ.get("DLOCK_FAULT_ALL") == "1" or not spec:
+        return checks, 0, 1
+    m = re.fullmatch(r"(\d+)/(\d+)", spec)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        sys.exit("DLOCK_FAULT_SHARE must be K/N with 0 <= K < N, not %r" % spec)
+    share, shares = int(m.group(1)), int(m.group(2))
+    tenths = [0] * shares                                  # whole tenths of a second: no rounding
+    mine = set()
+    for fn in sorted(checks, key=lambda fn: -fn.seconds):  # stable: equals in list order
+        if fn.every_major:
+            mine.add(fn)
+            continue
+        k = tenths.index(min(tenths))
+        tenths[k] += round(fn.seconds * 10)
+        if k == share:
+            mine.add(fn)
+    return [fn for fn in checks if fn in mine], share, shares
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -1512,7 +1557,12 @@ def main():
               t_holder_stalled_undo,
               t_waiter_start_cancel, t_undo_before_next, t_abandoned_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
               t_held_limit, t_role_limit, t_role_waiters]
-    for fn in checks:
+    mine, share, shares = share_of_checks(checks)
+    if shares > 1:
+        print("# share %d of %d: %d of the %d checks, about %g of %g s (DLOCK_FAULT_ALL=1: all of them)"
+              % (share + 1, shares, len(mine), len(checks), sum(fn.seconds for fn in mine),
+                 sum(fn.seconds for fn in checks)), flush=True)
+    for fn in mine:
         fn()
     print("# all fault tests ran")
     return 0 if all(ok for _, ok in RESULTS) else 1

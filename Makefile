@@ -12,13 +12,13 @@
 MODULE_big = dlock
 OBJS = src/sha256.o src/name.o src/hints.o src/changecount.o src/subxact.o src/slots.o src/entry_index.o \
 	src/entries.o src/semaphore.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o src/confirm.o \
-	src/protocol.o src/lock_wait.o src/locks.o src/locks_many.o src/request.o src/detached_xact.o src/detached_wait.o src/detached_line.o \
+	src/protocol.o src/lock_wait.o src/locks.o src/locks_many.o src/update.o src/request.o src/detached_xact.o src/detached_wait.o src/detached_line.o \
 	src/detached.o src/view_names.o src/view_locks.o src/view_stats.o src/xact.o \
 	src/reaper.o src/serve.o src/holder.o src/waiter.o src/shmem.o src/dlock.o
 EXTENSION = dlock
 DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql \
 	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql sql/dlock--1.4--1.5.sql sql/dlock--1.5.sql \
-	sql/dlock--1.5--1.6.sql sql/dlock--1.6.sql
+	sql/dlock--1.5--1.6.sql sql/dlock--1.6.sql sql/dlock--1.6--1.7.sql
 PGFILEDESC = "dlock - named, lease-aware advisory locks"
 
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Werror
@@ -35,10 +35,10 @@ endif
 EXTRA_CLEAN += src/fault.o src/fault.bc
 
 REGRESS = dlock_key dlock_calls dlock_basic dlock_errors dlock_xact dlock_view dlock_many \
-	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_positional dlock_hints dlock_force dlock_upgrade
+	dlock_lease dlock_token dlock_detached dlock_stats dlock_ms dlock_info dlock_min_hold dlock_several dlock_semaphore dlock_positional dlock_hints dlock_force dlock_update dlock_upgrade
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/dlock.conf \
 	--load-extension=dlock
-ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes leader min_hold several semaphore semaphore_mixed positional \
+ISOLATION = contention timeout deadlock xact_release lease_session lease_xact shared_modes update_mode leader min_hold several semaphore semaphore_mixed positional \
 	detached stats
 ISOLATION_OPTS = --inputdir=test/isolation --temp-instance=tmp_check_isolation \
 	--temp-config=test/dlock.conf

@@ -98,7 +98,8 @@ END $$;
 SELECT my_job(), dlock_try('old-forms', true, '1 min'), dlock_renew('old-forms', '2 min') > now();
 SELECT dlock_acquire('old-detached', '1 min', '1s', false) AS old_detached \gset
 SELECT dlock_extend('old-detached', :old_detached, '2 min') > now() AS extended;
--- what a DBA changed on a 1.4 function its 1.5 successor keeps, and the 1.6
+-- what a DBA changed on a 1.4 function its 1.5 successor keeps (and the
+-- 1.7 one after it, with the mode argument), and the 1.6
 -- positional forms beside it get (dlock_lock_ms, dlock_try_ms): privileges
 -- (still dumped by pg_dump: no initial privileges recorded) and settings;
 -- and the others keep theirs even where default privileges would give a
@@ -121,12 +122,13 @@ SELECT p.oid::regprocedure AS function,
   FROM pg_proc p WHERE p.proname IN ('dlock_lock', 'dlock_try', 'dlock_renew', 'dlock_locks',
                                      'dlock_lock_ms', 'dlock_try_ms')
  ORDER BY p.oid::regprocedure::text COLLATE "C";
-SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4';
+SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4' OR proname LIKE 'dlock%1_6';
 SELECT prosrc, count(*) FROM pg_proc WHERE prosrc LIKE 'dlock%1_5' GROUP BY 1 ORDER BY 1;
-GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint) TO PUBLIC;
-REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint)
+GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text)
+  TO PUBLIC;
+REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text)
   FROM regress_dlock_worker CASCADE;
-ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text, bigint) RESET ALL;
+ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text, bigint, text) RESET ALL;
 -- (the text[] forms got the same from the one-name forms)
 GRANT EXECUTE ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text) TO PUBLIC;
 REVOKE ALL ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text)
@@ -145,6 +147,19 @@ SELECT my_job(), dlock_try('old-forms', lease_ms => 60000),
 SELECT name, mode, scope FROM dlock_locks WHERE name IN ('my-job', 'old-forms', 'old-detached') ORDER BY 1, 2, 3;
 SELECT dlock_unlock_all(), dlock_release('old-detached', :old_detached);
 DROP FUNCTION my_job();
+-- from 1.5 and 1.6: a session hold taken before the update is still held,
+-- and released by the new dlock_unlock; update mode works after it
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.5';
+ALTER EXTENSION dlock UPDATE;
+SELECT * FROM as_fresh();
+DROP EXTENSION dlock;
+CREATE EXTENSION dlock VERSION '1.6';
+SELECT dlock_try('held-over-1.7', true);
+ALTER EXTENSION dlock UPDATE;
+SELECT * FROM as_fresh();
+SELECT dlock_try('u', mode => 'update'), dlock_raise('u'), dlock_lower('u'),
+       dlock_unlock('u', mode => 'update'), dlock_unlock('held-over-1.7', true);
 SELECT dlock_release('held-across-versions', :across);
 DROP FUNCTION as_fresh();
 DROP FUNCTION dlock_objects();

@@ -88,7 +88,7 @@
 #include "fault.h"
 
 /* The version of the shared library (the SQL side: dlock.control). */
-#define DLOCK_VERSION "1.6"
+#define DLOCK_VERSION "1.7"
 
 /* Longest name, in bytes of its UTF-8 form (documented in doc/functions.md). */
 #define DLOCK_NAME_MAX 255
@@ -99,10 +99,19 @@
 typedef enum DlockMode
 {
 	DLOCK_EXCLUSIVE = 0,
-	DLOCK_SHARED = 1
+	DLOCK_SHARED = 1,
+	DLOCK_UPDATE = 2			/* 1.7: shares with shared, excludes itself */
 } DlockMode;
 
-#define DlockLockMode(m) ((m) == DLOCK_SHARED ? ShareLock : ExclusiveLock)
+#define DLOCK_MODES 3
+
+/*
+ * The lock a hold of mode m takes on the name's key (objsubid 1): update
+ * takes ShareLock there, as shared does (so it shares with shared holders
+ * and pg_advisory_lock_shared, and exclusive holders exclude it), and also
+ * its gate (below).
+ */
+#define DlockLockMode(m) ((m) == DLOCK_EXCLUSIVE ? ExclusiveLock : ShareLock)
 
 /*
  * Advisory locks of dlock's own (objsubid; pg_advisory_lock(bigint) uses 1,
@@ -119,6 +128,20 @@ typedef enum DlockMode
 #define DLOCK_MARKER_MODE	AccessShareLock
 
 /*
+ * Update mode (1.7): a hold takes, first, the name's update gate (objsubid
+ * 7) in ExclusiveLock, so that one session at a time holds or raises the
+ * name in update mode, then ShareLock on the name's key.  Its lease marker
+ * is objsubid 8 (4 + mode would be the line's 6).  Raising it to exclusive
+ * is an exclusive hold of the name taken over it: it waits only for shared
+ * holders, since no other updater can be there.
+ */
+#define DLOCK_SUBID_UPDATE	7
+#define DLOCK_SUBID_UPDATE_MARKER 8
+#define DLOCK_UPDATE_MODE	ExclusiveLock
+#define DLOCK_MARKER_SUBID(m) \
+	((m) == DLOCK_UPDATE ? DLOCK_SUBID_UPDATE_MARKER : DLOCK_SUBID_MARKER + (m))
+
+/*
  * The line of a name's waited detached acquisitions (1.6, detached_wait.c):
  * callers wait for it in their own backends, in the lock manager's queue,
  * first come first served; the one that holds it is first in line and the
@@ -127,7 +150,8 @@ typedef enum DlockMode
  * tells the two apart.
  */
 #define DLOCK_SUBID_LINE	6
-#define DLOCK_LINE_MODE(m)	((m) == DLOCK_SHARED ? ShareRowExclusiveLock : ExclusiveLock)
+#define DLOCK_LINE_MODE(m)	((m) == DLOCK_SHARED ? ShareRowExclusiveLock : \
+							 (m) == DLOCK_UPDATE ? ShareUpdateExclusiveLock : ExclusiveLock)
 
 /*
  * Semaphores (1.5, semaphore.c): permit 1 of a name is the name's own lock

@@ -446,6 +446,12 @@ dlock_entry_lock_held(const DlockEntry *e)
 	dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
 	if (!dlock_lock_held_by_me(&tag, DlockLockMode(e->mode)))
 		return false;
+	if (unlikely(e->mode == DLOCK_UPDATE))
+	{
+		dlock_set_update_tag(&tag, MyDatabaseId, e->key);
+		if (!dlock_lock_held_by_me(&tag, DLOCK_UPDATE_MODE))
+			return false;
+	}
 	if (e->lease_expires != 0 && e->nxact == 0 && e->nsession > 0)
 		return dlock_marker_held(e->key, e->mode);
 	return true;
@@ -508,6 +514,20 @@ dlock_entry_end_session(int ref)
 
 	if (e->lease_expires != 0)
 		dlock_marker_drop(e->key, e->mode);
+	/*
+	 * An update hold whose ShareLock went behind dlock's back
+	 * (pg_advisory_unlock_shared of the key): its gate goes too, which no
+	 * raw call reaches.  (With a transaction hold beside it, the gate's
+	 * holds cannot be told apart: they stay until the session ends.)
+	 */
+	if (unlikely(e->mode == DLOCK_UPDATE) && e->nxact == 0)
+	{
+		LOCKTAG		gate;
+
+		dlock_set_update_tag(&gate, MyDatabaseId, e->key);
+		for (int i = 0; i < e->nsession && dlock_lock_held_by_me(&gate, DLOCK_UPDATE_MODE); i++)
+			LockRelease(&gate, DLOCK_UPDATE_MODE, true);
+	}
 	dlock_change_begin(ref);
 	e->nsession = 0;
 	dlock_entry_free_if_unused(ref);
@@ -561,18 +581,19 @@ dlock_entries_forget_released(void)
 }
 
 /*
- * This session's live entries for name, exclusive first.  An entry whose
+ * This session's live entries for name: exclusive, update, shared.  An entry whose
  * lock the lock manager no longer has is stale and is dropped here.
  */
 int
-dlock_entries_held(const DlockName *name, int refs[2])
+dlock_entries_held(const DlockName *name, int refs[DLOCK_MODES])
 {
+	static const uint8 modes[DLOCK_MODES] = {DLOCK_EXCLUSIVE, DLOCK_UPDATE, DLOCK_SHARED};
 	int			n = 0;
-	uint8		mode;
+	int			i;
 
-	for (mode = DLOCK_EXCLUSIVE; mode <= DLOCK_SHARED; mode++)
+	for (i = 0; i < DLOCK_MODES; i++)
 	{
-		int			ref = dlock_entry_find(name->key, mode);
+		int			ref = dlock_entry_find(name->key, modes[i]);
 		DlockEntry *e;
 
 		if (ref < 0)

@@ -169,7 +169,7 @@ dlock_entry_drop_stale_session(int ref)
 	if (unlikely(dlock_entry_at(ref)->lease_expires != 0))
 		dlock_entry_drop_stale_session_slow(ref);
 }
-extern int	dlock_entries_held(const DlockName *name, int refs[2]);
+extern int	dlock_entries_held(const DlockName *name, int refs[DLOCK_MODES]);
 extern void dlock_entries_not_held(const DlockName *name);
 
 /* lease markers */

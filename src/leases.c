@@ -473,16 +473,16 @@ renew(FunctionCallInfo fcinfo, bool ms)
 	DlockName	name;
 	int64		lease_us;
 	DlockInfo	info;
-	int			refs[2];
-	int			lease_refs[2] = {0, 0};
+	int			refs[DLOCK_MODES];
+	int			lease_refs[DLOCK_MODES] = {0};
 	int			n;
 	int			nlease = 0;
 	int			i;
 	TimestampTz now;
 	TimestampTz expires = 0;
-	TimestampTz old_expires[2];
-	int64		old_us[2];
-	bool		took[2] = {false, false};
+	TimestampTz old_expires[DLOCK_MODES];
+	int64		old_us[DLOCK_MODES];
+	bool		took[DLOCK_MODES] = {false};
 
 	dlock_name_arg(fcinfo, 0, &name);
 	lease_us = ms ? dlock_lease_arg(fcinfo, DLOCK_NO_ARG, 1) : dlock_lease_arg(fcinfo, 1, 2);

@@ -149,6 +149,8 @@ name_locks(const char *text, const DlockName *waited)
 			continue;
 		if (v[3] == DLOCK_SUBID_KEY)
 			appendStringInfo(&buf, " (dlock lock \"%s\")", name);
+		else if (v[3] == DLOCK_SUBID_UPDATE)
+			appendStringInfo(&buf, " (dlock lock \"%s\" in update mode)", name);
 		else if (v[3] == DLOCK_SUBID_LINE)
 			appendStringInfo(&buf, " (the line of detached lock \"%s\")", name);
 		else if (v[3] == DLOCK_SUBID_TURNSTILE)

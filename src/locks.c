@@ -28,6 +28,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "confirm.h"
@@ -289,10 +290,16 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 	{
 		if (can_wait)
 			a->timeout_us = dlock_timeout_arg(fcinfo, arg++, 4, -1);
-		a->mode = dlock_bool_arg(fcinfo, arg++, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+		/* shared, or (1.7) the mode in words, the last argument */
+		a->mode = dlock_mode_arg(fcinfo, arg++, can_wait ? 8 : 6);
 		a->lease_us = dlock_lease_arg(fcinfo, arg, can_wait ? 5 : 3);
 		dlock_entry_info_arg(fcinfo, can_wait ? 6 : 4, &a->info);
 		a->permits = dlock_permits_arg(fcinfo, can_wait ? 7 : 5, a->mode == DLOCK_SHARED);
+		if (unlikely(a->mode == DLOCK_UPDATE && a->permits > 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a semaphore's permits cannot be taken in update mode"),
+					 errhint("Leave out \"permits\", or take a permit without a mode.")));
 	}
 	/* what can end this session, or speak for it: only from its own code */
 	if (unlikely(a->lease_us >= 0 || a->info.given))
@@ -462,11 +469,84 @@ granted:
 	return true;
 }
 
-/* acquire_name for the calls on several names (locks_many.c) */
+/*
+ * Update mode (1.7, dlock.h): the name's update gate first, waiting for it
+ * as for the name (the entry shows the wait), then the name's key in
+ * ShareLock, within what is left of the timeout.  The gate is given back
+ * with any failure to take the name, an error too: a caller told "no" or
+ * "error" keeps nothing.
+ */
+static pg_noinline bool
+acquire_update(const DlockName *name, bool xact, bool can_wait, const AcquireArgs *a)
+{
+	LOCKTAG		gate;
+	LockAcquireResult res;
+	AcquireArgs b = *a;
+	volatile bool ok = false;
+
+	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
+		refuse_on_standby(name);
+	dlock_backend_init();
+	dlock_set_update_tag(&gate, MyDatabaseId, name->key);
+	res = LockAcquire(&gate, DLOCK_UPDATE_MODE, !xact, true);
+	if (res == LOCKACQUIRE_NOT_AVAIL)
+	{
+		TimestampTz start;
+		int			ref;
+
+		if (!can_wait || a->timeout_us == 0)
+		{
+			dlock_stats_count(MyDatabaseId, name->key, DLOCK_UPDATE, name->utf8, name->len,
+							  DLOCK_STAT_BUSY, 0, 0, 0);
+			return false;
+		}
+		ref = dlock_entry_for(name, DLOCK_UPDATE, a->lease_us >= 0 ? DLOCK_NEED_LEASE :
+							  a->info.given ? DLOCK_NEED_INFO : DLOCK_NEED_NONE);
+		/* an update hold of ours would have re-entered its gate: it is gone */
+		dlock_entry_forget_stale(ref);
+		start = GetCurrentTimestamp();
+		res = dlock_wait_for_lock(&gate, DLOCK_UPDATE_MODE, xact, !xact, a->timeout_us, ref,
+								  name, DLOCK_UPDATE, start, &a->info);
+		if (res == LOCKACQUIRE_NOT_AVAIL)
+		{
+			dlock_count_wait_end(name, DLOCK_UPDATE, DLOCK_STAT_TIMEOUT, start);
+			return false;
+		}
+		/* the gate is ours: the wait for the name, if any, shows itself */
+		dlock_set_waiting(ref, name, DLOCK_UPDATE, DLOCK_WAIT_NONE, NULL);
+		if (a->timeout_us > 0)
+			b.timeout_us = Max(a->timeout_us - (GetCurrentTimestamp() - start), 0);
+	}
+	PG_TRY();
+	{
+		DLOCK_FAULT("update.gate");
+		ok = acquire_name(name, xact, can_wait, &b);
+	}
+	PG_CATCH();
+	{
+		LockRelease(&gate, DLOCK_UPDATE_MODE, !xact);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (!ok)
+		LockRelease(&gate, DLOCK_UPDATE_MODE, !xact);
+	return ok;
+}
+
+/* acquire_name, or acquire_update in update mode */
+static pg_attribute_always_inline bool
+acquire_in_mode(const DlockName *name, bool xact, bool can_wait, const AcquireArgs *a)
+{
+	if (unlikely(a->mode == DLOCK_UPDATE))
+		return acquire_update(name, xact, can_wait, a);
+	return acquire_name(name, xact, can_wait, a);
+}
+
+/* acquire_in_mode for the calls on several names (locks_many.c) */
 bool
 dlock_acquire_one(const DlockName *name, bool xact, bool can_wait, const AcquireArgs *a)
 {
-	return acquire_name(name, xact, can_wait, a);
+	return acquire_in_mode(name, xact, can_wait, a);
 }
 
 /*
@@ -481,7 +561,7 @@ acquire(FunctionCallInfo fcinfo, bool xact, bool can_wait, bool ms)
 
 	dlock_name_arg(fcinfo, 0, &name);
 	acquire_args(fcinfo, can_wait, ms, &a);
-	return acquire_name(&name, xact, can_wait, &a);
+	return acquire_in_mode(&name, xact, can_wait, &a);
 }
 
 Datum
@@ -557,6 +637,33 @@ dlock_lock_xact_ms(PG_FUNCTION_ARGS)
 }
 
 /*
+ * One session hold in update mode (dlock.h): its gate (false, with the lock
+ * manager's WARNING in update's words, if the session holds none), then its ShareLock on the
+ * key.  The hold ends with its gate, the ShareLock given back if it is
+ * still there: pg_advisory_unlock_shared of the key gives back one
+ * ShareLock of the session's, shared or update.
+ */
+static pg_noinline bool
+release_update(const LOCKTAG *tag)
+{
+	LOCKTAG		gate;
+
+	dlock_set_update_tag(&gate, tag->locktag_field1,
+						 (int64) (((uint64) tag->locktag_field2 << 32) | tag->locktag_field3));
+	if (!dlock_lock_held_by_me(&gate, DLOCK_UPDATE_MODE))
+	{
+		/* as the lock manager says it, in the mode the caller gave */
+		elog(WARNING, "you don't own a lock of type %s", "update");
+		return false;
+	}
+	if (!LockRelease(&gate, DLOCK_UPDATE_MODE, true))
+		return false;
+	if (dlock_lock_held_by_me(tag, ShareLock))
+		LockRelease(tag, ShareLock, true);
+	return true;
+}
+
+/*
  * Release one session hold of name in mode, as pg_advisory_unlock does
  * (false, with the lock manager's WARNING, if there is none).  Raises no
  * error: it also gives back what a call on several names took.
@@ -589,7 +696,10 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_set_locktag(&tag, name.key);
 	else
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, e->permit);
-	released = LockRelease(&tag, DlockLockMode(mode), true);
+	if (likely(mode != DLOCK_UPDATE))
+		released = LockRelease(&tag, DlockLockMode(mode), true);
+	else
+		released = release_update(&tag);
 	if (released)
 		dlock_permit_tag_released(&tag);
 	/* nothing below raises: only a signal, a stall or a death can land here */
@@ -613,6 +723,15 @@ unlock_name(const DlockName *namep, uint8 mode)
 	return released;
 }
 
+/* One session hold's lock (or locks, in update mode) given back; false if none. */
+bool
+dlock_release_session_hold(const LOCKTAG *tag, uint8 mode)
+{
+	if (likely(mode != DLOCK_UPDATE))
+		return LockRelease(tag, DlockLockMode(mode), true);
+	return release_update(tag);
+}
+
 /* unlock_name for the calls on several names (locks_many.c) */
 bool
 dlock_unlock_one(const DlockName *name, uint8 mode)
@@ -628,7 +747,85 @@ dlock_unlock(PG_FUNCTION_ARGS)
 	uint8		mode;
 
 	dlock_name_arg(fcinfo, 0, &name);
-	mode = dlock_bool_arg(fcinfo, 1, "shared") ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	mode = dlock_mode_arg(fcinfo, 1, 2);
 	dlock_backend_init();
 	PG_RETURN_BOOL(unlock_name(&name, mode));
+}
+
+/*
+ * The end of transaction-scope hold i (entries.h dlock_xact_holds), at the
+ * end of its (sub)transaction (xact.c) or released early (dlock_lower).
+ * The hold's end is counted in dlock_stats when its entry is freed: also at
+ * PREPARE, where the lock passes to the prepared transaction
+ * (doc/monitoring.md).
+ */
+void
+dlock_drop_xact_hold(int i)
+{
+	int			ref = dlock_xact_holds[i].ref;
+	DlockEntry *e = dlock_entry_at(ref);
+
+	/* its waiters wake once the lock manager has released it */
+	dlock_permit_wake_at_end(MyDatabaseId, e->key);
+	if (unlikely(e->lease_expires != 0))
+		dlock_lease_note_dropped(e);
+	dlock_change_begin(ref);
+	if (e->nxact > 0)
+		e->nxact--;
+	dlock_entry_free_if_unused(ref);
+	dlock_change_end(ref);
+	if (!e->inuse)
+		dlock_stats_hold_ended(e);
+	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
+}
+
+/*
+ * Release early one transaction-scope hold of entry ref, of the name's own
+ * lock (dlock_lower, 1.7); false if the lock manager has none.  PostgreSQL
+ * has no call for this (pg_advisory_unlock is for session locks): the lock
+ * manager gives a transaction lock back only for the resource owner that
+ * has it, which is this statement's if it was taken in this statement, or
+ * that of the (sub)transaction it passed to.  A re-entry with dontWait
+ * (immediate: the lock is ours) finds the local lock and its owners; the
+ * innermost owner, from the current one outward, gives one count back, and
+ * so does the latest of the entry's transaction holds.
+ */
+bool
+dlock_xact_hold_release(int ref)
+{
+	DlockEntry *e = dlock_entry_at(ref);
+	LOCKMODE	lockmode = DlockLockMode(e->mode);
+	LOCKTAG		tag;
+	LOCALLOCK  *ll = NULL;
+	ResourceOwner saved = CurrentResourceOwner;
+	ResourceOwner owner;
+	bool		released = false;
+	int			i;
+
+	dlock_set_locktag(&tag, e->key);
+	if (!dlock_lock_held_by_me(&tag, lockmode) ||
+		dlock_lock_acquire_ext(&tag, lockmode, false, true, true, &ll) == LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	LockRelease(&tag, lockmode, false);
+	for (owner = CurrentResourceOwner; owner != NULL && !released;
+		 owner = ResourceOwnerGetParent(owner))
+		for (i = 0; i < ll->numLockOwners; i++)
+			if (ll->lockOwners[i].owner == owner && ll->lockOwners[i].nLocks > 0)
+			{
+				CurrentResourceOwner = owner;
+				released = LockRelease(&tag, lockmode, false);
+				CurrentResourceOwner = saved;
+				break;
+			}
+	if (!released)
+		return false;
+	/* nothing below raises: only a signal, a stall or a death can land here */
+	DLOCK_FAULT("update.lower");
+	for (i = dlock_n_xact_holds - 1; i >= 0; i--)
+		if (dlock_xact_holds[i].ref == ref)
+		{
+			dlock_drop_xact_hold(i);
+			break;
+		}
+	return true;
 }

@@ -42,6 +42,9 @@ extern void dlock_acquire_args(FunctionCallInfo fcinfo, bool can_wait, AcquireAr
 extern bool dlock_acquire_one(const DlockName *name, bool xact, bool can_wait,
 							  const AcquireArgs *a);
 extern bool dlock_unlock_one(const DlockName *name, uint8 mode);
+extern bool dlock_release_session_hold(const LOCKTAG *tag, uint8 mode);
+extern void dlock_drop_xact_hold(int i);
+extern bool dlock_xact_hold_release(int ref);
 
 /* lock_wait.c */
 extern void dlock_set_waiting(int ref, const DlockName *name, uint8 mode, uint8 what,

@@ -253,7 +253,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 		dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
 		while (e->nsession > 0)
 		{
-			if (!LockRelease(&tag, DlockLockMode(e->mode), true))
+			if (!dlock_release_session_hold(&tag, e->mode))
 				break;
 			dlock_permit_tag_released(&tag);
 			released = true;

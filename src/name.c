@@ -124,7 +124,15 @@ void
 dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode)
 {
 	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
-						 DLOCK_SUBID_MARKER + mode);
+						 DLOCK_MARKER_SUBID(mode));
+}
+
+/* The update gate of a name (dlock.h, 1.7). */
+void
+dlock_set_update_tag(LOCKTAG *tag, Oid dbid, int64 key)
+{
+	SET_LOCKTAG_ADVISORY(*tag, dbid, (uint32) ((uint64) key >> 32), (uint32) key,
+						 DLOCK_SUBID_UPDATE);
 }
 
 /* Text in the server's encoding to UTF-8, in place if it is UTF-8 already. */
@@ -448,6 +456,42 @@ dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", what)));
 	return PG_GETARG_BOOL(argno);
+}
+
+/*
+ * The mode of a call (1.7): shared (argno shared_arg, a boolean), or the
+ * mode argument (mode_arg, text: exclusive, shared or update), which says
+ * it in words; both may be given only where they agree.  A mode argument
+ * the call does not have, or NULL, is not given.
+ */
+uint8
+dlock_mode_arg(FunctionCallInfo fcinfo, int shared_arg, int mode_arg)
+{
+	bool		shared = dlock_bool_arg(fcinfo, shared_arg, "shared");
+	char	   *m;
+	uint8		mode;
+
+	if (mode_arg >= PG_NARGS() || PG_ARGISNULL(mode_arg))
+		return shared ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
+	m = text_to_cstring(PG_GETARG_TEXT_PP(mode_arg));
+	if (strcmp(m, "exclusive") == 0)
+		mode = DLOCK_EXCLUSIVE;
+	else if (strcmp(m, "shared") == 0)
+		mode = DLOCK_SHARED;
+	else if (strcmp(m, "update") == 0)
+		mode = DLOCK_UPDATE;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid lock mode \"%s\"", m),
+				 errhint("The mode is one of exclusive, shared and update.")));
+	if (shared && mode != DLOCK_SHARED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("shared => true contradicts mode => '%s'", m),
+				 errhint("Give the mode in one of the two arguments.")));
+	pfree(m);
+	return mode;
 }
 
 /*

@@ -91,6 +91,7 @@ extern void dlock_set_permit_tag(LOCKTAG *tag, Oid dbid, int64 key, int permit);
 extern void dlock_set_turnstile_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_line_tag(LOCKTAG *tag, Oid dbid, int64 key);
 extern void dlock_set_marker_tag(LOCKTAG *tag, Oid dbid, int64 key, uint8 mode);
+extern void dlock_set_update_tag(LOCKTAG *tag, Oid dbid, int64 key);
 
 /* arguments */
 /* an argno that no function has: that argument is never given */
@@ -101,6 +102,7 @@ extern int64 dlock_duration_arg(FunctionCallInfo fcinfo, int argno, int ms_argno
 extern int64 dlock_timeout_arg(FunctionCallInfo fcinfo, int argno, int ms_argno,
 							   int64 zero_default_us);
 extern bool dlock_bool_arg(FunctionCallInfo fcinfo, int argno, const char *what);
+extern uint8 dlock_mode_arg(FunctionCallInfo fcinfo, int shared_arg, int mode_arg);
 extern int	dlock_permits_given(FunctionCallInfo fcinfo, int argno, bool shared);
 
 /*

@@ -115,7 +115,7 @@ victim_scope(LockData *ld, int pid, Oid dbid, const DlockEntry *e)
 	if (!lock_held(ld, pid, dbid, e->key, dlock_permit_subid(e->permit), DlockLockMode(e->mode)))
 		return 0;
 	if (e->nsession > 0 &&
-		lock_held(ld, pid, dbid, e->key, DLOCK_SUBID_MARKER + e->mode, DLOCK_MARKER_MODE))
+		lock_held(ld, pid, dbid, e->key, DLOCK_MARKER_SUBID(e->mode), DLOCK_MARKER_MODE))
 		return 2;
 	return e->nxact > 0 ? 1 : 0;
 }

@@ -133,7 +133,7 @@ stats_load(void)
 			memcpy(&rec.c, &rec1.c, sizeof(rec1.c));
 			memcpy(rec.name, rec1.name, sizeof(rec.name));
 		}
-		if (rec.namelen > DLOCK_NAME_MAX || rec.mode > DLOCK_SHARED)
+		if (rec.namelen > DLOCK_NAME_MAX || rec.mode > DLOCK_UPDATE)
 			continue;
 		p = dlock_stats_hash(rec.dbid, rec.key, rec.mode) % DLOCK_STATS_PARTS;
 		/* dlock.max_stats may have been lowered: the rest does not fit */

@@ -617,7 +617,7 @@ Datum
 dlock_token(PG_FUNCTION_ARGS)
 {
 	DlockName	name;
-	int			refs[2];
+	int			refs[DLOCK_MODES];
 	DlockEntry *e;
 
 	dlock_name_arg(fcinfo, 0, &name);

@@ -440,6 +440,8 @@ typedef struct LocksCall
 									 * in line; NULL: not one */
 	bool		line_row;		/* the row put now is a caller's in the line of
 								 * a detached lock: its pid is the caller's */
+	bool		update_row;		/* the row put now is of an update hold */
+	Datum		update;
 } LocksCall;
 
 static void
@@ -464,7 +466,8 @@ put_lock(LocksCall *call, const LockInstanceData *l, const NameKey *kp,
 	else
 		nulls[1] = true;
 	values[2] = Int64GetDatum(k.key);
-	values[3] = lockmode == ExclusiveLock ? call->exclusive :
+	values[3] = call->update_row ? call->update :
+		lockmode == ExclusiveLock ? call->exclusive :
 		lockmode == ShareLock ? call->shared :
 		CStringGetTextDatum(GetLockmodeName(DEFAULT_LOCKMETHOD, lockmode));
 	/* scope */
@@ -622,6 +625,38 @@ put_line_wait(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, boo
 	}
 }
 
+/* Does row hold its lock (granted), or wait for it, by its entry? */
+static inline bool
+entry_has(const NameRow *row, bool granted)
+{
+	return row != NULL && row->has_entry &&
+		(granted ? row->e.nsession + row->e.nxact > 0 : row->e.waiting != DLOCK_WAIT_NONE);
+}
+
+/*
+ * An update hold (1.7, dlock.h) is shown once, in update mode: by its gate
+ * where the gate is held or awaited, by its ShareLock on the key while it
+ * waits for that.  The gate of a hold that waits for its ShareLock, and the
+ * ShareLock of an update hold (where the process has no shared hold of the
+ * name beside it), are not rows of their own.  A hold with a lease is the
+ * entry's only while its lease marker is held (put_locks).
+ */
+static void
+put_update(LocksCall *call, const LockInstanceData *l, const NameKey *kp, bool granted)
+{
+	NameKey		k = *kp;
+	NameRow    *row;
+
+	k.mode = DLOCK_UPDATE;
+	row = name_find(call->names, &k, false);
+	if (!entry_has(row, granted) ||
+		(granted && row->e.lease_expires != 0 && row->e.nxact == 0 && !row->has_marker))
+		return;
+	call->update_row = true;
+	put_lock(call, l, &k, DLOCK_UPDATE_MODE, granted, &row->e, NULL, 0);
+	call->update_row = false;
+}
+
 /*
  * The rows of one process's hold of, or wait for, a lock in one mode: one
  * per detached hold it has of it (the lock holder holds one lock for every
@@ -662,9 +697,32 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	k.pid = l->pid;
 	k.dbid = l->locktag.locktag_field1;
 	k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
+	if (subid == DLOCK_SUBID_UPDATE)
+	{
+		/* an update hold's gate: held, the hold; awaited, its wait */
+		if (lockmode == DLOCK_UPDATE_MODE)
+			put_update(call, l, &k, granted);
+		return;
+	}
 	k.mode = lockmode == ShareLock ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	if (lockmode == ShareLock || lockmode == ExclusiveLock)
 		row = name_find(call->names, &k, false);
+	/* the ShareLock of an update hold, where no shared hold has it too */
+	if (lockmode == ShareLock && subid == DLOCK_SUBID_KEY && !entry_has(row, granted))
+	{
+		NameKey		ku = k;
+		NameRow    *urow;
+
+		ku.mode = DLOCK_UPDATE;
+		urow = name_find(call->names, &ku, false);
+		if (entry_has(urow, true) && granted)
+			return;
+		if (entry_has(urow, false) && !granted)
+		{
+			put_update(call, l, &k, false);
+			return;
+		}
+	}
 	if (row != NULL)
 		foreach(lc, row->holds)
 		{
@@ -726,15 +784,17 @@ note_markers(NameTable *names, const LockData *ld)
 
 		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
 			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD ||
-			l->locktag.locktag_field4 < DLOCK_SUBID_MARKER ||
-			l->locktag.locktag_field4 > DLOCK_SUBID_MARKER + DLOCK_SHARED ||
+			(l->locktag.locktag_field4 != DLOCK_MARKER_SUBID(DLOCK_EXCLUSIVE) &&
+			 l->locktag.locktag_field4 != DLOCK_MARKER_SUBID(DLOCK_SHARED) &&
+			 l->locktag.locktag_field4 != DLOCK_MARKER_SUBID(DLOCK_UPDATE)) ||
 			(l->holdMask & LOCKBIT_ON(DLOCK_MARKER_MODE)) == 0)
 			continue;
 		memset(&k, 0, sizeof(k));
 		k.pid = l->pid;
 		k.dbid = l->locktag.locktag_field1;
 		k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
-		k.mode = l->locktag.locktag_field4 - DLOCK_SUBID_MARKER;
+		k.mode = l->locktag.locktag_field4 == DLOCK_SUBID_UPDATE_MARKER ? DLOCK_UPDATE :
+			l->locktag.locktag_field4 - DLOCK_SUBID_MARKER;
 		row = name_find(names, &k, false);
 		if (row != NULL)
 			row->has_marker = true;
@@ -766,6 +826,8 @@ dlock_locks(PG_FUNCTION_ARGS)
 										ALLOCSET_SMALL_SIZES);
 	call.exclusive = CStringGetTextDatum("exclusive");
 	call.shared = CStringGetTextDatum("shared");
+	call.update = CStringGetTextDatum("update");
+	call.update_row = false;
 	call.scope_detached = CStringGetTextDatum("detached");
 	call.scope_session = CStringGetTextDatum("session");
 	call.scope_xact = CStringGetTextDatum("transaction");
@@ -786,6 +848,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 		if (l->locktag.locktag_type != LOCKTAG_ADVISORY ||
 			(l->locktag.locktag_field4 != DLOCK_SUBID_KEY &&
 			 l->locktag.locktag_field4 != DLOCK_SUBID_LINE &&
+			 l->locktag.locktag_field4 != DLOCK_SUBID_UPDATE &&
 			 (l->locktag.locktag_field4 < DLOCK_SUBID_TURNSTILE ||
 			  l->locktag.locktag_field4 > DLOCK_SUBID_TURNSTILE + DLOCK_PERMITS_MAX)) ||
 			l->locktag.locktag_lockmethodid != USER_LOCKMETHOD)

@@ -97,7 +97,7 @@ dlock_view_may_see_client(Oid role)
 static const char *
 mode_text(uint8 mode)
 {
-	return mode == DLOCK_SHARED ? "ShareLock" : "ExclusiveLock";
+	return mode == DLOCK_SHARED ? "ShareLock" : mode == DLOCK_UPDATE ? "update" : "ExclusiveLock";
 }
 
 static void

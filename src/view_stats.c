@@ -83,7 +83,8 @@ dlock_stats(PG_FUNCTION_ARGS)
 			values[k] = dlock_name_datum(r->name, r->namelen, &nulls[k]);
 			k++;
 			values[k++] = Int64GetDatum(r->key);
-			values[k++] = CStringGetTextDatum(r->mode == DLOCK_SHARED ? "shared" : "exclusive");
+			values[k++] = CStringGetTextDatum(r->mode == DLOCK_SHARED ? "shared" :
+													r->mode == DLOCK_UPDATE ? "update" : "exclusive");
 			values[k++] = Int64GetDatum(c->acquisitions);
 			values[k++] = Int64GetDatum(c->acquisitions - c->waited);
 			values[k++] = Int64GetDatum(c->waited);
@@ -180,7 +181,7 @@ dlock_stats_reset(PG_FUNCTION_ARGS)
 		uint8		mode;
 
 		dlock_name_arg(fcinfo, 0, &name);
-		for (mode = DLOCK_EXCLUSIVE; mode <= DLOCK_SHARED; mode++)
+		for (mode = DLOCK_EXCLUSIVE; mode < DLOCK_MODES; mode++)
 		{
 			uint32		h = dlock_stats_hash(MyDatabaseId, name.key, mode);
 			int			x;

@@ -25,6 +25,7 @@
 #include "detached.h"
 #include "entries.h"
 #include "leases.h"
+#include "locks.h"
 #include "semaphore.h"
 #include "stats.h"
 #include "xact.h"
@@ -59,31 +60,6 @@ dlock_xact_callback_first(void)
 		return;
 	UnregisterXactCallback(xact_callback, NULL);
 	RegisterXactCallback(xact_callback, NULL);
-}
-
-/*
- * The end of transaction-scope hold i.  The hold's end is counted in
- * dlock_stats when its entry is freed: also at PREPARE, where the lock
- * passes to the prepared transaction (doc/monitoring.md).
- */
-static void
-drop_xact_hold(int i)
-{
-	int			ref = dlock_xact_holds[i].ref;
-	DlockEntry *e = dlock_entry_at(ref);
-
-	/* its waiters wake once the lock manager has released it */
-	dlock_permit_wake_at_end(MyDatabaseId, e->key);
-	if (unlikely(e->lease_expires != 0))
-		dlock_lease_note_dropped(e);
-	dlock_change_begin(ref);
-	if (e->nxact > 0)
-		e->nxact--;
-	dlock_entry_free_if_unused(ref);
-	dlock_change_end(ref);
-	if (!e->inuse)
-		dlock_stats_hold_ended(e);
-	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
 }
 
 /*
@@ -157,7 +133,7 @@ xact_callback(XactEvent event, void *arg)
 									event != XACT_EVENT_PARALLEL_ABORT);
 			dlock_lease_clear_release();
 			while (dlock_n_xact_holds > 0)
-				drop_xact_hold(dlock_n_xact_holds - 1);
+				dlock_drop_xact_hold(dlock_n_xact_holds - 1);
 			dlock_lease_clear_dropped();
 			dlock_lease_forget_stale_holds();
 			/* this transaction's lock statistics, into dlock_stats */
@@ -190,6 +166,6 @@ subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		/* the lock manager releases the locks of the subtransaction */
 		for (i = dlock_n_xact_holds - 1; i >= 0; i--)
 			if (dlock_xact_holds[i].subid == mySubid)
-				drop_xact_hold(i);
+				dlock_drop_xact_hold(i);
 	}
 }

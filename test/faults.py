@@ -161,10 +161,15 @@ def named(obs, name, scope=None):
 
 
 def check_answer_session(run, obs, pid, name, answer, error, died):
-    """Told true: held and named.  Told false or an error: not held."""
+    """Told true: held and named.  Told false or an error: not held, nor an
+    update gate of the name (objsubid 7) kept."""
     if died or run.action == "kill":
         return                  # its locks went with it (a crash: everyone's)
     held = holds_session(obs, pid, name)
+    if answer is not True and q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                     "AND objsubid = 7 AND pid = %s AND (classid::bigint << 32 | objid::bigint) "
+                                     "= dlock_key(%s) & x'ffffffffffffffff'::bigint", (pid, name)):
+        run.bad("told %s, yet keeps the update gate" % (error.pgcode if error else answer))
     if answer is True:
         if not held:
             run.bad("told true, the lock manager does not have it")
@@ -202,19 +207,59 @@ def died(conn):
 
 # ---- scenarios: make a process pass a point ---------------------------------
 
-def sc_session(run, point, pid_filter, xact=False):
+def sc_session(run, point, pid_filter, xact=False, mode=None):
+    """mode: 'update' takes the name in update mode (1.7)."""
     obs, a = server_conn(), connect()
     apid = pid_of(a)
+    m = ", mode => '%s'" % mode if mode else ""
     arm(point, run.action, apid if pid_filter == "caller" else 0)
     if xact:
         q(a, "BEGIN")
-        answer, error = try_q(a, "SELECT dlock_try_xact('f', lease => '30s')")
+        answer, error = try_q(a, "SELECT dlock_try_xact('f', lease => '30s'%s)" % m)
         check_answer_session(run, obs, apid, "f", answer, error, died(a))
         try_q(a, "ROLLBACK")
     else:
-        answer, error = try_q(a, "SELECT dlock_try('f', lease => '30s')")
+        answer, error = try_q(a, "SELECT dlock_try('f', lease => '30s'%s)" % m)
         check_answer_session(run, obs, apid, "f", answer, error, died(a))
         try_q(a, "SELECT dlock_unlock_all()")
+    close(a, obs)
+
+
+def sc_update(run, point, pid_filter):
+    sc_session(run, point, pid_filter, mode="update")
+
+
+def sc_update_xact(run, point, pid_filter):
+    sc_session(run, point, pid_filter, xact=True, mode="update")
+
+
+def sc_update_wait(run, point, pid_filter):
+    sc_session_wait(run, point, pid_filter, mode="update")
+
+
+def sc_update_lower(run, point, pid):
+    """dlock_lower of a transaction-scope raise: whatever lands between the
+    lock manager's release and the record, the exclusive hold is gone (from
+    pg_locks and the view) and the update hold goes on, until the end of
+    the transaction, which leaves nothing."""
+    obs, a = server_conn(), connect()
+    apid = pid_of(a)
+    q(a, "BEGIN")
+    q(a, "SELECT dlock_try_xact('f', mode => 'update'), dlock_raise('f')")
+    arm(point, run.action, apid)
+    answer, error = try_q(a, "SELECT dlock_lower('f')")
+    if not died(a) and run.action != "kill":
+        if answer is False:
+            run.bad("dlock_lower said false for a raised hold")
+        if q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s "
+                  "AND mode = 'ExclusiveLock' AND objsubid = 1", (apid,)):
+            run.bad("after dlock_lower (%r / %r) the exclusive lock is still held"
+                    % (answer, error and error.pgcode))
+        if q(obs, "SELECT count(*) FROM dlock_locks WHERE pid = %s AND mode = 'exclusive'", (apid,)):
+            run.bad("after dlock_lower the view still shows the exclusive hold")
+    try_q(a, "ROLLBACK")
+    if not died(a) and q(obs, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = %s", (apid,)):
+        run.bad("after the transaction the session still has advisory locks")
     close(a, obs)
 
 
@@ -248,15 +293,17 @@ def sc_several_xact(run, point, pid_filter):
     sc_several(run, point, pid_filter, xact=True)
 
 
-def sc_session_wait(run, point, pid_filter):
+def sc_session_wait(run, point, pid_filter, mode=None):
+    """mode 'update': the caller waits for another updater's gate (1.7)."""
     obs, a, b = server_conn(), connect(), connect()
     apid = pid_of(a)
-    q(b, "SELECT dlock_try('f')")
+    m = ", mode => '%s'" % mode if mode else ""
+    q(b, "SELECT dlock_try('f'%s)" % m)
     arm(point, run.action, apid if pid_filter == "caller" else 0)
-    call = Call(a, "SELECT dlock_lock('f', '10s', lease => '30s')")
+    call = Call(a, "SELECT dlock_lock('f', '10s', lease => '30s'%s)" % m)
     call.start()
     wait_until(lambda: q(obs, "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted", (apid,)) > 0, 3)
-    try_q(b, "SELECT dlock_unlock('f')")
+    try_q(b, "SELECT dlock_unlock('f'%s)" % m)
     call.join(20)
     check_answer_session(run, obs, apid, "f", call.answer, call.error, died(a))
     try_q(a, "SELECT dlock_unlock_all()")
@@ -678,15 +725,17 @@ def sc_reaper(run, point, pid, xact=False):
     close(a, obs)
 
 
-def sc_unlock(run, point, pid):
+def sc_unlock(run, point, pid, mode=None):
     """A release: whatever lands between the lock manager's release and the
     record, the session holds nothing of the name afterwards (neither the
-    lock nor its lease marker), and the view shows nothing of it."""
+    lock nor its lease marker, nor an update hold's gate), and the view
+    shows nothing of it."""
     obs, a = server_conn(), connect()
     apid = pid_of(a)
-    q(a, "SELECT dlock_try('f', lease => '30s')")
+    m = ", mode => '%s'" % mode if mode else ""
+    q(a, "SELECT dlock_try('f', lease => '30s'%s)" % m)
     arm(point, run.action, apid)
-    answer, error = try_q(a, "SELECT dlock_unlock('f')")
+    answer, error = try_q(a, "SELECT dlock_unlock('f'%s)" % m)
     if not died(a):
         if answer is False:
             run.bad("dlock_unlock said false for a lock it held")
@@ -910,12 +959,19 @@ def release_all_detached():
 
 
 # point -> (scenario, process, actions)
+def sc_unlock_update(run, point, pid):
+    sc_unlock(run, point, pid, mode="update")
+
+
 SCENARIOS = {
-    "lock.granted": [(sc_session, "caller", ALL), (sc_xact, "caller", ALL)],
+    "lock.granted": [(sc_session, "caller", ALL), (sc_xact, "caller", ALL), (sc_update, "caller", ALL)],
     "lock.ready": [(sc_session, "caller", ALL), (sc_xact, "caller", ALL)],
     "token.file": [(sc_session, "caller", ALL), (sc_detached, "holder", NO_CANCEL),
                    (sc_token_wait, "caller", ("stall",))],
-    "lock.wait": [(sc_session_wait, "caller", ALL)],
+    "lock.wait": [(sc_session_wait, "caller", ALL), (sc_update_wait, "caller", ALL)],
+    "update.gate": [(sc_update, "caller", ALL), (sc_update_xact, "caller", ALL),
+                    (sc_update_wait, "caller", ALL)],
+    "update.lower": [(sc_update_lower, "caller", ASYNC)],
     "grant.confirm": [(confirming(sc_session), "caller", ALL), (confirming(sc_xact), "caller", ALL),
                       (confirming(sc_session_wait), "caller", ALL), (confirming(sc_several, skip=0), "caller", ALL),
                       (confirming(sc_permit_wait), "caller", ALL), (confirming(sc_detached), "caller", ALL),
@@ -957,7 +1013,7 @@ SCENARIOS = {
     "waiter.granted": [(sc_detached_wait, "any", ALL)],
     "waiter.published": [(sc_detached_wait, "any", ALL), (sc_release_in_window, "any", ("stall",))],
     "waiter.holding": [(sc_detached_wait, "any", ("error", "fatal", "terminate", "stall", "kill"))],
-    "lock.release": [(sc_unlock, "caller", ASYNC)],
+    "lock.release": [(sc_unlock, "caller", ASYNC), (sc_unlock_update, "caller", ASYNC)],
     "slot.change": [(sc_slot_change, "caller", ("stall", "kill"))],
     "xact.end": [(sc_commit, "caller", ASYNC), (sc_rollback, "caller", ASYNC)],
     "subxact.end": [(sc_rollback_to, "caller", ASYNC)],

@@ -11,10 +11,10 @@
 
 MODULE_big = dlock
 OBJS = src/sha256.o src/name.o src/hints.o src/changecount.o src/subxact.o src/slots.o src/entry_index.o \
-	src/entries.o src/semaphore.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o src/confirm.o \
+	src/entries.o src/semaphore.o src/tokens.o src/leases.o src/stats_table.o src/stats.o src/stats_file.o src/confirm.o src/notify.o \
 	src/protocol.o src/lock_wait.o src/locks.o src/locks_many.o src/update.o src/request.o src/detached_xact.o src/detached_wait.o src/detached_line.o \
 	src/detached.o src/view_names.o src/view_locks.o src/view_stats.o src/xact.o \
-	src/reaper.o src/serve.o src/holder.o src/waiter.o src/shmem.o src/dlock.o
+	src/reaper.o src/serve.o src/holder.o src/waiter.o src/notifier.o src/shmem.o src/dlock.o
 EXTENSION = dlock
 DATA = sql/dlock--1.0.sql sql/dlock--1.0--1.1.sql sql/dlock--1.1--1.2.sql \
 	sql/dlock--1.2--1.3.sql sql/dlock--1.3--1.4.sql sql/dlock--1.4--1.5.sql sql/dlock--1.5.sql \

@@ -12,15 +12,22 @@
 -- in pg_locks; dlock_locks shows one row, mode 'update'.  doc/functions.md
 -- "Update mode".
 --
--- The new argument mode (exclusive, shared or update: the mode in words)
--- comes last, with DEFAULT NULL, on the full one-name forms and on
+-- 1.7: observers.  notify => true on dlock_try, dlock_lock, their _xact
+-- forms and dlock_acquire announces what happens to that hold (granted,
+-- released, lease expired, ended with its holder, force-released) with
+-- NOTIFY on the channel "dlock" of its database, a JSON payload, sent by a
+-- notifier process of dlock's at once.  doc/functions.md "Observers".
+--
+-- The new arguments mode (exclusive, shared or update: the mode in words)
+-- and notify come last, with DEFAULT NULL, on the full one-name forms of
+-- the lock functions, notify on dlock_acquire's, and mode on
 -- dlock_unlock(name, shared): every call of 1.6 resolves as before.  A new
 -- argument is a new signature, so each of these functions is made anew:
 -- the old one is renamed, the new one made, what a DBA changed on the old
 -- one (owner, privileges, settings) carried over, and the old one dropped,
 -- as in the 1.4 to 1.5 update.  The one-argument forms, the text[] forms
 -- and the positional forms for clients are unchanged.  The C functions
--- read the mode only where the call has the argument, so the 1.6 SQL runs
+-- read mode and notify only where the call has them, so the 1.6 SQL runs
 -- as before on the 1.7 library.
 
 ALTER FUNCTION "@extschema@".dlock_try("@extschema@".dlock_name, boolean, interval, bigint, pg_catalog.text,
@@ -29,7 +36,7 @@ ALTER FUNCTION "@extschema@".dlock_try("@extschema@".dlock_name, boolean, interv
 CREATE FUNCTION "@extschema@".dlock_try(name "@extschema@".dlock_name, shared boolean DEFAULT false,
                           lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL,
                           info pg_catalog.text DEFAULT NULL, permits bigint DEFAULT NULL,
-                          mode pg_catalog.text DEFAULT NULL)
+                          mode pg_catalog.text DEFAULT NULL, notify boolean DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -41,7 +48,7 @@ CREATE FUNCTION "@extschema@".dlock_lock(name "@extschema@".dlock_name, timeout 
                            shared boolean DEFAULT false, lease interval DEFAULT NULL,
                            timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
                            info pg_catalog.text DEFAULT NULL, permits bigint DEFAULT NULL,
-                           mode pg_catalog.text DEFAULT NULL)
+                           mode pg_catalog.text DEFAULT NULL, notify boolean DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -52,7 +59,7 @@ ALTER FUNCTION "@extschema@".dlock_try_xact("@extschema@".dlock_name, boolean, i
 CREATE FUNCTION "@extschema@".dlock_try_xact(name "@extschema@".dlock_name, shared boolean DEFAULT false,
                                lease interval DEFAULT NULL, lease_ms bigint DEFAULT NULL,
                                info pg_catalog.text DEFAULT NULL, permits bigint DEFAULT NULL,
-                               mode pg_catalog.text DEFAULT NULL)
+                               mode pg_catalog.text DEFAULT NULL, notify boolean DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_try_xact'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -64,10 +71,27 @@ CREATE FUNCTION "@extschema@".dlock_lock_xact(name "@extschema@".dlock_name, tim
                                 shared boolean DEFAULT false, lease interval DEFAULT NULL,
                                 timeout_ms bigint DEFAULT NULL, lease_ms bigint DEFAULT NULL,
                                 info pg_catalog.text DEFAULT NULL, permits bigint DEFAULT NULL,
-                                mode pg_catalog.text DEFAULT NULL)
+                                mode pg_catalog.text DEFAULT NULL, notify boolean DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'dlock_lock_xact'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+ALTER FUNCTION "@extschema@".dlock_acquire("@extschema@".dlock_name, interval, interval, boolean, bigint, bigint,
+                                           pg_catalog.text, interval, bigint, bigint)
+  RENAME TO dlock_acquire_1_6;
+CREATE FUNCTION "@extschema@".dlock_acquire(name "@extschema@".dlock_name, lease interval DEFAULT NULL,
+                              timeout interval DEFAULT '0', shared boolean DEFAULT false,
+                              lease_ms bigint DEFAULT NULL, timeout_ms bigint DEFAULT NULL,
+                              info pg_catalog.text DEFAULT NULL,
+                              min_hold interval DEFAULT NULL, min_hold_ms bigint DEFAULT NULL,
+                              permits bigint DEFAULT NULL, notify boolean DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dlock_acquire'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+COMMENT ON FUNCTION "@extschema@".dlock_acquire("@extschema@".dlock_name, interval, interval, boolean, bigint, bigint,
+                                  pg_catalog.text, interval, bigint, bigint, boolean) IS
+'acquire a detached lock, waiting up to timeout (default: do not wait; NULL: no limit); returns its fencing token, or NULL if not acquired in time; lease_ms and timeout_ms: the same in milliseconds (timeout_ms NULL: not given); held at least min_hold, even if released earlier; permits: one of that many permits of a semaphore; notify: announce what happens to it on the channel dlock';
 
 ALTER FUNCTION "@extschema@".dlock_unlock("@extschema@".dlock_name, boolean) RENAME TO dlock_unlock_1_6;
 CREATE FUNCTION "@extschema@".dlock_unlock(name "@extschema@".dlock_name, shared boolean DEFAULT false,
@@ -92,15 +116,17 @@ BEGIN
            pg_catalog.pg_get_userbyid(o.proowner) AS owner_name
       FROM (VALUES
         ('"@extschema@".dlock_try_1_6("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
-         '"@extschema@".dlock_try("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint,pg_catalog.text)'),
+         '"@extschema@".dlock_try("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint,pg_catalog.text,boolean)'),
         ('"@extschema@".dlock_lock_1_6("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
-         '"@extschema@".dlock_lock("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint,pg_catalog.text)'),
+         '"@extschema@".dlock_lock("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint,pg_catalog.text,boolean)'),
         ('"@extschema@".dlock_try_xact_1_6("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint)',
-         '"@extschema@".dlock_try_xact("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint,pg_catalog.text)'),
+         '"@extschema@".dlock_try_xact("@extschema@".dlock_name,boolean,interval,bigint,pg_catalog.text,bigint,pg_catalog.text,boolean)'),
         ('"@extschema@".dlock_lock_xact_1_6("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint)',
-         '"@extschema@".dlock_lock_xact("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint,pg_catalog.text)'),
+         '"@extschema@".dlock_lock_xact("@extschema@".dlock_name,interval,boolean,interval,bigint,bigint,pg_catalog.text,bigint,pg_catalog.text,boolean)'),
         ('"@extschema@".dlock_unlock_1_6("@extschema@".dlock_name,boolean)',
-         '"@extschema@".dlock_unlock("@extschema@".dlock_name,boolean,pg_catalog.text)')
+         '"@extschema@".dlock_unlock("@extschema@".dlock_name,boolean,pg_catalog.text)'),
+        ('"@extschema@".dlock_acquire_1_6("@extschema@".dlock_name,interval,interval,boolean,bigint,bigint,pg_catalog.text,interval,bigint,bigint)',
+         '"@extschema@".dlock_acquire("@extschema@".dlock_name,interval,interval,boolean,bigint,bigint,pg_catalog.text,interval,bigint,bigint,boolean)')
       ) AS v(old, new)
       JOIN pg_catalog.pg_proc o ON o.oid OPERATOR(pg_catalog.=) v.old::pg_catalog.regprocedure
   LOOP
@@ -163,6 +189,8 @@ DROP FUNCTION "@extschema@".dlock_try_xact_1_6("@extschema@".dlock_name, boolean
 DROP FUNCTION "@extschema@".dlock_lock_xact_1_6("@extschema@".dlock_name, interval, boolean, interval, bigint,
                                                 bigint, pg_catalog.text, bigint);
 DROP FUNCTION "@extschema@".dlock_unlock_1_6("@extschema@".dlock_name, boolean);
+DROP FUNCTION "@extschema@".dlock_acquire_1_6("@extschema@".dlock_name, interval, interval, boolean, bigint, bigint,
+                                              pg_catalog.text, interval, bigint, bigint);
 
 -- dlock_raise (1.7): this session's update hold of name made exclusive, in
 -- its scope (an exclusive hold taken over it: it waits for the shared

@@ -34,6 +34,10 @@ SELECT dlock_renew('unnamed', info => 'node-a:5432');
 SELECT dlock_lock_xact('leased', '1s', false, '1 minute');
 SELECT dlock_renew('unnamed', '1 minute');
 SELECT dlock_token('unnamed');
+-- and observers (1.7), and update mode does not (nor notify => false)
+SELECT dlock_try('watched', notify => true);
+SELECT dlock_acquire('watched', '1 minute', notify => true);
+SELECT dlock_try('upd', mode => 'update', notify => false), dlock_unlock('upd', mode => 'update');
 -- and semaphores (permits 1 is the plain lock, which needs nothing)
 SELECT dlock_try('sem', permits => 3);
 SELECT dlock_lock_xact('sem', '1s', permits => 2);

@@ -124,11 +124,11 @@ SELECT p.oid::regprocedure AS function,
  ORDER BY p.oid::regprocedure::text COLLATE "C";
 SELECT count(*) AS renamed_left FROM pg_proc WHERE proname LIKE 'dlock%1_4' OR proname LIKE 'dlock%1_6';
 SELECT prosrc, count(*) FROM pg_proc WHERE prosrc LIKE 'dlock%1_5' GROUP BY 1 ORDER BY 1;
-GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text)
+GRANT EXECUTE ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text, boolean)
   TO PUBLIC;
-REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text)
+REVOKE ALL ON FUNCTION dlock_lock(dlock_name, interval, boolean, interval, bigint, bigint, text, bigint, text, boolean)
   FROM regress_dlock_worker CASCADE;
-ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text, bigint, text) RESET ALL;
+ALTER FUNCTION dlock_try(dlock_name, boolean, interval, bigint, text, bigint, text, boolean) RESET ALL;
 -- (the text[] forms got the same from the one-name forms)
 GRANT EXECUTE ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text) TO PUBLIC;
 REVOKE ALL ON FUNCTION dlock_lock(text[], interval, boolean, interval, bigint, bigint, text)

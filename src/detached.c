@@ -34,6 +34,7 @@
 #include "detached_caller.h"
 #include "entries.h"
 #include "leases.h"
+#include "notify.h"
 #include "slots.h"
 #include "stats.h"
 #include "subxact.h"
@@ -130,6 +131,7 @@ typedef struct DetachedArgs
 	DlockInfo	info;
 	int64		min_hold_us;	/* -1: none */
 	int			permits;		/* a semaphore's (> 1); 0: a lock */
+	bool		notify;			/* announce its events (notify.c, 1.7) */
 } DetachedArgs;
 
 /*
@@ -174,6 +176,8 @@ detached_args(FunctionCallInfo fcinfo, const DlockName *name, bool ms, DetachedA
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("min_hold of a detached lock must be at most 1 day")));
 	a->permits = dlock_permits_arg(fcinfo, ms ? 6 : 9, a->shared);
+	/* (1.7) the full form's last argument */
+	a->notify = !ms && dlock_notify_arg(fcinfo, 10);
 }
 
 /*
@@ -210,6 +214,7 @@ acquire_one(const DlockName *name, const DetachedArgs *a, TimestampTz start)
 	memcpy(h->info, a->info.utf8, a->info.len);
 	h->min_hold_us = Max(a->min_hold_us, 0);
 	h->permits = (uint16) a->permits;
+	h->notify = a->notify;
 	h->dbid = MyDatabaseId;
 	h->key = name->key;
 	h->role = GetUserId();

@@ -40,6 +40,8 @@ typedef struct DlockHold
 	bool		released;		/* released before min_until: kept until then,
 								 * when it ends as at a lease's end; no longer
 								 * to be extended or released */
+	bool		notify;			/* taken with notify => true: its events are
+								 * announced (notify.c, 1.7) */
 	Oid			dbid;
 	Oid			role;			/* the current user: who may extend, release */
 	Oid			limit_role;		/* whose limits it counts against: the

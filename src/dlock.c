@@ -25,6 +25,7 @@
 #include "hints.h"
 #include "leases.h"
 #include "locks.h"
+#include "notify.h"
 #include "semaphore.h"
 #include "shmem.h"
 #include "slots.h"
@@ -110,6 +111,7 @@ _PG_init(void)
 	dlock_on_backend_setup(dlock_xact_setup);
 	dlock_on_backend_setup(dlock_stats_backend_setup);
 	dlock_on_backend_setup(dlock_permits_backend_setup);
+	dlock_on_backend_setup(dlock_notify_backend_setup);
 
 	DefineCustomIntVariable("dlock.max_held_locks",
 							"Named locks one session can hold or wait for through dlock at once.",

@@ -42,6 +42,8 @@
  *     confirm.c/.h   dlock.synchronous_grants: a grant answered once the
  *                    synchronous standbys have WAL written after it; a
  *                    client gone noticed while a call waits
+ *     notify.c/.h    observers (1.7): events of holds taken with notify,
+ *                    put in a notifier's ring in shared memory
  *     protocol.c/.h  the detached-lock protocol, shared by its two sides:
  *                    request slots, holds, waiter blocks, their states;
  *                    detached.h is what the rest of dlock sees of detached
@@ -54,6 +56,7 @@
  *                    their _xact forms) and released (dlock_unlock,
  *                    dlock_unlock_all)
  *     locks_many.c   several names at once (locks.h serves all three)
+ *     update.c       update mode's raise and lower (dlock_raise, dlock_lower)
  *     request.c/detached_xact.c/detached_wait.c/detached_line.c/detached.c
  *                    detached locks, the caller's side (detached_caller.h):
  *                    a request and its answer; undo with the transaction; a
@@ -69,6 +72,7 @@
  *     serve.c/.h     what both holding processes do: answer requests
  *     holder.c       the lock holder: detached locks taken without waiting
  *     waiter.c       a waiter: one waited detached lock
+ *     notifier.c     a notifier: NOTIFY of one database's events
  *  7. module start
  *     shmem.c/.h     the shared-memory hooks: every part requested and made
  *                    in one place (each part's size and layout are its

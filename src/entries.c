@@ -66,7 +66,7 @@ static int	witness_next = 0;
 #define WITNESS_PROBES 8
 
 /* what runs after a backend's setup (entries.h) */
-#define MAX_SETUP_HOOKS 4
+#define MAX_SETUP_HOOKS 8
 static DlockSetupHook setup_hooks[MAX_SETUP_HOOKS];
 static int	n_setup_hooks = 0;
 
@@ -405,6 +405,7 @@ dlock_entry_start(int ref, const DlockName *name, uint8 mode, TimestampTz since)
 	e->counted = 0;
 	e->foreign = 0;
 	e->precise = 0;
+	e->notify = 0;
 	e->inuse = 1;
 }
 

@@ -73,6 +73,7 @@
 #include "dlock.h"
 #include "detached.h"
 #include "name.h"
+#include "notify.h"
 #include "semaphore.h"
 #include "serve.h"
 #include "stats.h"
@@ -141,6 +142,7 @@ holder_exit(int code, Datum arg)
 
 		if (h->state == DLOCK_HOLD_FREE)
 			continue;
+		dlock_serve_end_kind(DLOCK_EV_ENDED);
 		dlock_serve_hold_ended(h);
 		dlock_hold_begin(h);
 		h->state = DLOCK_HOLD_FREE;
@@ -474,6 +476,7 @@ holder_acquire(DlockRequest *r)
 	h->min_hold_us = req->min_hold_us;
 	h->permits = req->permits;
 	h->permit = (uint16) permit;
+	h->notify = req->notify;
 	dlock_serve_hold_times(h, GetCurrentTimestamp(), r->lease_us);
 	memcpy(h->name, req->name, req->namelen);
 	memcpy(h->info, req->info, req->infolen);
@@ -492,6 +495,7 @@ holder_acquire(DlockRequest *r)
 	held_role(h->limit_role, HASH_ENTER)->nholds++;
 	next_expiry = Min(next_expiry, h->lease_expires);
 	serving_locked = false;
+	dlock_announce_hold(h, DLOCK_EV_GRANTED);
 
 	r->token = token;
 	r->expires = h->lease_expires;

@@ -37,6 +37,7 @@
 #include "leases.h"
 #include "locks.h"
 #include "name.h"
+#include "notify.h"
 #include "semaphore.h"
 #include "stats.h"
 #include "tokens.h"
@@ -258,6 +259,22 @@ after_grant(const LOCKTAG *tag, LOCKMODE lockmode, bool xact, int ref,
 }
 static const DlockInfo no_info = {false, NULL, 0};
 
+/*
+ * A grant with notify => true (1.7): the hold's events are announced from
+ * now on, a new hold's grant at once.
+ */
+static pg_noinline void
+announce_grant(int ref, bool start, bool xact)
+{
+	DlockEntry *e = dlock_entry_at(ref);
+
+	dlock_change_begin(ref);
+	e->notify = 1;
+	dlock_change_end(ref);
+	if (start)
+		dlock_announce_entry(e, DLOCK_EV_GRANTED, xact ? DLOCK_EV_XACT : DLOCK_EV_SESSION);
+}
+
 static pg_attribute_always_inline void
 acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 {
@@ -265,6 +282,7 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 
 	a->timeout_us = 0;
 	a->defer = false;
+	a->notify = false;
 	/* the one-argument forms: a lock, exclusive, no lease, no info */
 	if (likely(!ms && PG_NARGS() == 1))
 	{
@@ -300,6 +318,8 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("a semaphore's permits cannot be taken in update mode"),
 					 errhint("Leave out \"permits\", or take a permit without a mode.")));
+		/* (1.7) announce what happens to the hold: its last argument */
+		a->notify = dlock_notify_arg(fcinfo, can_wait ? 9 : 7);
 	}
 	/* what can end this session, or speak for it: only from its own code */
 	if (unlikely(a->lease_us >= 0 || a->info.given))
@@ -463,6 +483,8 @@ granted:
 		dlock_marker_drop(name.key, mode);
 	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit,
 				 a->permits, foreign, at, precise);
+	if (unlikely(a->notify))
+		announce_grant(ref, start_hold, xact);
 	if (dlock_stats_tracking())
 		dlock_stats_acquired(name.key, mode, name.utf8, name.len,
 							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION, waited_us, at);
@@ -718,7 +740,11 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
 		if (released && !e->inuse)
+		{
 			dlock_stats_hold_ended(e);
+			if (unlikely(e->notify))
+				dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
+		}
 	}
 	return released;
 }
@@ -764,6 +790,8 @@ dlock_drop_xact_hold(int i)
 {
 	int			ref = dlock_xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
+	bool		expired = unlikely(e->notify) && e->lease_expires != 0 &&
+		e->lease_expires <= GetCurrentTimestamp();
 
 	/* its waiters wake once the lock manager has released it */
 	dlock_permit_wake_at_end(MyDatabaseId, e->key);
@@ -775,7 +803,12 @@ dlock_drop_xact_hold(int i)
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
 	if (!e->inuse)
+	{
 		dlock_stats_hold_ended(e);
+		if (unlikely(e->notify))
+			dlock_announce_entry(e, expired ? DLOCK_EV_LEASE_EXPIRED : DLOCK_EV_RELEASED,
+								 DLOCK_EV_XACT);
+	}
 	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
 }
 

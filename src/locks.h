@@ -35,6 +35,7 @@ typedef struct AcquireArgs
 	int			permits;		/* a semaphore's (> 1); 0: a lock */
 	bool		defer;			/* several names: the lease and info are given
 								 * once all are granted (give_deferred) */
+	bool		notify;			/* announce its events (notify.c, 1.7) */
 } AcquireArgs;
 
 /* locks.c */

@@ -18,6 +18,7 @@
 #include "leases.h"
 #include "locks.h"
 #include "name.h"
+#include "notify.h"
 #include "semaphore.h"
 #include "stats.h"
 #include "subxact.h"
@@ -265,7 +266,11 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			count++;
 		dlock_entry_end_session(ref);
 		if (released && !e->inuse)
+		{
 			dlock_stats_hold_ended(e);
+			if (unlikely(e->notify))
+				dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
+		}
 	}
 	PG_RETURN_INT32(count);
 }

@@ -41,6 +41,7 @@
 
 #include "dlock.h"
 #include "leases.h"
+#include "notify.h"
 #include "slots.h"
 #include "stats.h"
 #include "tokens.h"
@@ -362,6 +363,8 @@ dlock_reaper_main(Datum arg)
 				next = Min(next, enforce(i, copy, victim, session, now));
 		}
 		MemoryContextSwitchTo(TopMemoryContext);
+		/* a database whose events (notify.c) wait without a notifier */
+		next = Min(next, dlock_notify_start_wanted(now));
 
 		pg_atomic_write_u64(&dlock_reaper_wake->wakeup, (uint64) next);
 		pg_memory_barrier();

@@ -32,19 +32,36 @@
 #include "utils/timestamp.h"
 
 #include "dlock.h"
+#include "notify.h"
 #include "serve.h"
 #include "stats.h"
 
 DlockRequest *dlock_serving = NULL;
 
-/* A detached hold ended (released, expired, or its process exits): counted. */
+/* how the next hold to end ends, for its event (notify.c): released unless said */
+static int end_kind = DLOCK_EV_RELEASED;
+
+void
+dlock_serve_end_kind(int kind)
+{
+	end_kind = kind;
+}
+
+/*
+ * A detached hold ended (released, expired, or its process exits): counted,
+ * and announced if it was taken with notify.
+ */
 void
 dlock_serve_hold_ended(const DlockHold *h)
 {
 	if (h->state == DLOCK_HOLD_HELD)
+	{
 		dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
 								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since,
 								  h->limit_role);
+		dlock_announce_hold(h, end_kind);
+	}
+	end_kind = DLOCK_EV_RELEASED;
 }
 
 /*
@@ -70,6 +87,7 @@ dlock_serve_hold_expired(const DlockHold *h, const char *who)
 			 errdetail("The lease expired at %s; fencing token " INT64_FORMAT ", acquired by role \"%s\", held by the %s.",
 					   timestamptz_to_str(h->lease_expires), h->token, h->rolname, who)));
 	dlock_expiry_note(h);
+	end_kind = DLOCK_EV_LEASE_EXPIRED;
 }
 
 /*
@@ -140,6 +158,7 @@ dlock_serve_forced(DlockRequest *r, const DlockHold *h, TimestampTz now)
 					   h->token, h->rolname)));
 	dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
 							  DLOCK_STAT_FORCED, 0, h->limit_role);
+	end_kind = DLOCK_EV_FORCED;
 }
 
 /*

@@ -23,6 +23,7 @@ extern void dlock_serve_and_poll(void (*acquire) (DlockRequest *),
 								 const TimestampTz *next_expiry);
 
 extern void dlock_serve_hold_ended(const DlockHold *h);
+extern void dlock_serve_end_kind(int kind);
 extern void dlock_serve_hold_expired(const DlockHold *h, const char *who);
 extern void dlock_serve_hold_times(DlockHold *h, TimestampTz now, int64 lease_us);
 extern bool dlock_serve_release_later(DlockRequest *r, DlockHold *h, TimestampTz now);

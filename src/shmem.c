@@ -37,6 +37,7 @@
 #include "protocol.h"
 #include "semaphore.h"
 #include "shmem.h"
+#include "notify.h"
 #include "slots.h"
 #include "stats_file.h"
 #include "stats_table.h"
@@ -56,6 +57,7 @@ shmem_request(void)
 	RequestAddinShmemSpace(dlock_protocol_shmem_size());
 	RequestAddinShmemSpace(dlock_stats_shmem_size());
 	RequestAddinShmemSpace(dlock_permits_shmem_size());
+	RequestAddinShmemSpace(dlock_notify_shmem_size());
 	dlock_tokens_shmem_request();
 	dlock_stats_shmem_request();
 #ifdef DLOCK_FAULTS
@@ -75,6 +77,7 @@ shmem_startup(void)
 	dlock_leases_shmem_init();
 	dlock_protocol_shmem_init();
 	dlock_permits_shmem_init();
+	dlock_notify_shmem_init();
 	/* in the postmaster: what the last clean shutdown kept, saved at exit */
 	if (dlock_stats_shmem_init() && !IsUnderPostmaster)
 		dlock_stats_file_start();

@@ -47,6 +47,8 @@ typedef struct DlockEntry
 	uint8		precise;		/* since is from the precise clock (a wait, a
 								 * lease), and so is the hold's end
 								 * (entries.h dlock_hold_time) */
+	uint8		notify;			/* taken with notify => true: its events are
+								 * announced (notify.c, 1.7) */
 	uint16		namelen;
 	uint16		infolen;		/* 0: no info */
 	uint16		permit;			/* the semaphore permit held (1..); 0: the

@@ -32,6 +32,7 @@
 
 #include "dlock.h"
 #include "name.h"
+#include "notify.h"
 #include "semaphore.h"
 #include "serve.h"
 #include "tokens.h"
@@ -89,6 +90,7 @@ waiter_exit(int code, Datum arg)
 	if (w->hold.state != DLOCK_HOLD_FREE)
 	{
 		waiter_uncount_if_abandoned();
+		dlock_serve_end_kind(DLOCK_EV_ENDED);
 		dlock_serve_hold_ended(&w->hold);
 		dlock_hold_begin(&w->hold);
 		w->hold.state = DLOCK_HOLD_FREE;
@@ -444,6 +446,7 @@ dlock_waiter_main(Datum arg)
 	dlock_serve_hold_times(&w->hold, GetCurrentTimestamp(), w->lease_us);
 	w->hold.state = DLOCK_HOLD_HELD;
 	dlock_hold_end(&w->hold);
+	dlock_announce_hold(&w->hold, DLOCK_EV_GRANTED);
 	w->result = DLOCK_RES_OK;
 	pg_write_barrier();
 	DLOCK_FAULT("waiter.published");

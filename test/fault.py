@@ -177,6 +177,7 @@ def check(name, seconds=0.5, every_major=False):
                     for part in line.rstrip().splitlines():
                         print("#   " + part, flush=True)
         run.check_name = name
+        run.fn_name = fn.__name__
         run.seconds = seconds
         run.every_major = every_major
         return run
@@ -275,6 +276,129 @@ def t_leader_election():
     expect(q(obs, queue) is None, "queue after: %r" % q(obs, queue))
     q(c.conn, "SELECT dlock_unlock('election')")
     close_all(obs, c.conn)
+
+
+class Listener:
+    """A connection that LISTENs on dlock (1.7, doc/functions.md "Observers")
+    and collects the events of one name."""
+
+    def __init__(self, name):
+        import json
+        self.json = json
+        self.name = name
+        self.conn = connect(app="dlock-fault-listener")
+        q(self.conn, "LISTEN dlock")
+        self.events = []
+
+    def poll(self, timeout):
+        import select
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if select.select([self.conn], [], [], 0.05)[0]:
+                self.conn.poll()
+                while self.conn.notifies:
+                    ev = self.json.loads(self.conn.notifies.pop(0).payload)
+                    if ev.get("name") == self.name or ev.get("event") == "lost":
+                        self.events.append(ev)
+        return self.events
+
+    def wait_for(self, event, timeout=10.0, **fields):
+        """The first event of that kind (and those field values) not yet taken."""
+        end = time.monotonic() + timeout
+        while True:
+            for i, ev in enumerate(self.events):
+                if ev["event"] == event and all(ev.get(k) == v for k, v in fields.items()):
+                    return self.events.pop(i)
+            left = end - time.monotonic()
+            if left <= 0:
+                raise AssertionError("no %s event of %r %r (got %r)" % (event, self.name, fields, self.events))
+            self.poll(min(left, 0.2))
+
+
+@check("observers: notify => true announces a session hold's grant and release, a transaction's end "
+       "(commit, rollback, a savepoint rolled back), with name, mode, scope, token, pid and info; "
+       "a hold without it announces nothing", seconds=2)
+def t_observers_backend():
+    lis = Listener("obs-b")
+    a = connect()
+    apid = pid_of(a)
+    q(a, "SELECT dlock_try('obs-b', notify => true, info => 'node-1')")
+    tok = q(a, "SELECT dlock_token('obs-b')")
+    ev = lis.wait_for("granted")
+    expect(ev["mode"] == "exclusive" and ev["scope"] == "session" and ev["token"] == tok and
+           ev["pid"] == apid and ev["info"] == "node-1", "granted: %r" % ev)
+    q(a, "SELECT dlock_unlock('obs-b')")
+    lis.wait_for("released", token=tok, scope="session")
+    q(a, "BEGIN")
+    q(a, "SELECT dlock_try_xact('obs-b', shared => true, notify => true)")
+    q(a, "COMMIT")
+    lis.wait_for("granted", scope="transaction", mode="shared")
+    lis.wait_for("released", scope="transaction", mode="shared")
+    q(a, "BEGIN")
+    q(a, "SAVEPOINT s")
+    q(a, "SELECT dlock_lock_xact('obs-b', mode => 'update', notify => true)")
+    q(a, "ROLLBACK TO s")
+    lis.wait_for("granted", mode="update")
+    lis.wait_for("released", mode="update")
+    q(a, "ROLLBACK")
+    # without notify: nothing
+    q(a, "SELECT dlock_try('obs-b'), dlock_unlock('obs-b')")
+    expect(lis.poll(0.5) == [], "events of a hold without notify: %r" % lis.events)
+    close_all(a, lis.conn)
+
+
+@check("observers: a follower learns of a new leader: the old leader's session ends (ended), its lease "
+       "runs out (lease_expired, by the reaper ending the session), the waiting candidate's grant", seconds=4)
+def t_observers_leader():
+    lis = Listener("obs-l")
+    obs, lead = connect(), connect()
+    q(lead, "SELECT dlock_lock('obs-l', info => 'a', notify => true)")
+    lis.wait_for("granted", info="a")
+    b = Waiter("SELECT dlock_lock('obs-l', info => 'b', lease => '1s', notify => true)")
+    b.start_and_wait_blocked(obs)
+    q(obs, "SELECT pg_terminate_backend(%s)", (pid_of(lead),))
+    lis.wait_for("ended", info="a")
+    lis.wait_for("granted", info="b", pid=b.pid)
+    b.join(10)
+    expect(b.result is True, "b: %r / %r" % (b.result, b.error))
+    # b's lease runs out: the reaper ends its session
+    ev = lis.wait_for("lease_expired", info="b", timeout=15)
+    expect(ev["scope"] == "session", "lease_expired: %r" % ev)
+    close_all(obs, b.conn, lis.conn)
+
+
+@check("observers: a detached lock's grant (the lock holder), release, lease expiry and override, and the "
+       "grant of a waited one (its waiter process), each announced by the process that holds it", seconds=5)
+def t_observers_detached():
+    lis = Listener("obs-d")
+    a, b = connect(), connect()
+    tok = q(a, "SELECT dlock_acquire('obs-d', '1s', notify => true)")
+    ev = lis.wait_for("granted", token=tok)
+    holder = q(a, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock lock holder'")
+    expect(ev["scope"] == "detached" and ev["pid"] == holder, "granted: %r (holder %s)" % (ev, holder))
+    lis.wait_for("lease_expired", token=tok, timeout=10)
+    tok = q(a, "SELECT dlock_acquire('obs-d', '30s', notify => true)")
+    lis.wait_for("granted", token=tok)
+    q(a, "SELECT dlock_release('obs-d', %s)", (tok,))
+    lis.wait_for("released", token=tok)
+    tok = q(a, "SELECT dlock_acquire('obs-d', '30s', notify => true)")
+    lis.wait_for("granted", token=tok)
+    q(b, "SELECT dlock_force_release('obs-d', %s)", (tok,))
+    lis.wait_for("forced", token=tok)
+    # a waited one: granted by its waiter process
+    q(b, "SELECT dlock_try('obs-d')")
+    w = Waiter("SELECT dlock_acquire('obs-d', '30s', timeout => '10s', notify => true)")
+    w.start()
+    wait_until(lambda: q(b, "SELECT count(*) FROM dlock_locks WHERE name = 'obs-d' AND NOT granted") > 0, 5)
+    q(b, "SELECT dlock_unlock('obs-d')")
+    w.join(15)
+    expect(w.result is not None, "the waited acquisition: %r / %r" % (w.result, w.error))
+    ev = lis.wait_for("granted", token=w.result)
+    waiter = q(b, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'dlock waiter'")
+    expect(ev["pid"] == waiter, "a waited grant's pid %r, the waiter process %r" % (ev["pid"], waiter))
+    q(w.conn, "SELECT dlock_release('obs-d', %s)", (w.result,))
+    lis.wait_for("released", token=w.result)
+    close_all(a, b, w.conn, lis.conn)
 
 
 def wait_rows(obs, name, n):
@@ -1541,6 +1665,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--only", help="only the checks whose function name matches this regular expression")
     ARGS = ap.parse_args()
     c = connect()
     q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
@@ -1556,7 +1681,10 @@ def main():
               t_released_then_past_lease, t_wait_past_lease, t_holder_stalled_cancel, t_holder_stalled_timeout,
               t_holder_stalled_undo,
               t_waiter_start_cancel, t_undo_before_next, t_abandoned_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
-              t_held_limit, t_role_limit, t_role_waiters]
+              t_held_limit, t_role_limit, t_role_waiters,
+              t_observers_backend, t_observers_leader, t_observers_detached]
+    if ARGS.only:
+        checks = [fn for fn in checks if re.search(ARGS.only, fn.fn_name)]
     mine, share, shares = share_of_checks(checks)
     if shares > 1:
         print("# share %d of %d: %d of the %d checks, about %g of %g s (DLOCK_FAULT_ALL=1: all of them)"

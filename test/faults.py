@@ -959,6 +959,38 @@ def release_all_detached():
 
 
 # point -> (scenario, process, actions)
+def sc_notify(run, point, pid):
+    """An event of a hold taken with notify (1.7): whatever happens to the
+    notifier as it sends it, the caller's answer is the lock manager's, and
+    the next event reaches a listener (from a notifier started anew)."""
+    import json
+    import select
+    obs, a, lis = server_conn(), connect(), connect()
+    q(lis, "LISTEN dlock")
+    apid = pid_of(a)
+    arm(point, run.action, 0)
+    answer, error = try_q(a, "SELECT dlock_try('f', notify => true)")
+    check_answer_session(run, obs, apid, "f", answer, error, died(a))
+    if answer is not True and not died(a) and run.action != "kill":
+        run.bad("a notifier's fault reached the caller: %r / %r" % (answer, error and error.pgcode))
+    wait_until(lambda: fired_peek() > 0, 5)
+    if run.action == "stall":
+        time.sleep(STALL_MS / 1000.0)
+    if not died(a) and run.action != "kill":
+        try_q(a, "SELECT dlock_unlock('f')")
+        got = []
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not any(e.get("event") == "released" for e in got):
+            if select.select([lis], [], [], 0.1)[0]:
+                lis.poll()
+                while lis.notifies:
+                    got.append(json.loads(lis.notifies.pop(0).payload))
+        if not any(e.get("event") == "released" and e.get("name") == "f" for e in got):
+            run.bad("the release after the notifier's %s was not announced (got %r)" % (run.action, got))
+    try_q(a, "SELECT dlock_unlock_all()")
+    close(a, lis, obs)
+
+
 def sc_unlock_update(run, point, pid):
     sc_unlock(run, point, pid, mode="update")
 
@@ -972,6 +1004,7 @@ SCENARIOS = {
     "update.gate": [(sc_update, "caller", ALL), (sc_update_xact, "caller", ALL),
                     (sc_update_wait, "caller", ALL)],
     "update.lower": [(sc_update_lower, "caller", ASYNC)],
+    "notifier.send": [(sc_notify, "any", ("error", "fatal", "terminate", "stall"))],
     "grant.confirm": [(confirming(sc_session), "caller", ALL), (confirming(sc_xact), "caller", ALL),
                       (confirming(sc_session_wait), "caller", ALL), (confirming(sc_several, skip=0), "caller", ALL),
                       (confirming(sc_permit_wait), "caller", ALL), (confirming(sc_detached), "caller", ALL),

@@ -828,7 +828,7 @@ def run_default_privileges(port, report):
             q(c, s)
         given = [f for f in kept if q(c, "SELECT has_function_privilege('dlock_defpriv', %s, 'EXECUTE')", f)[0][0]]
         granted = q(c, "SELECT has_function_privilege('dlock_defpriv', 'dlock_try(dlock_name, boolean, interval, "
-                       "bigint, text, bigint, text)', 'EXECUTE')")[0][0]
+                       "bigint, text, bigint, text, boolean)', 'EXECUTE')")[0][0]
         q(c, "ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM dlock_defpriv")
         c.close()
         q(admin, "DROP DATABASE %s" % db)

@@ -24,6 +24,16 @@
  *              releases what it gets at once, so the waiter's grant comes
  *              after the line passed to it and its own waiter process
  *              started (doc/detached.md: callers line up)
+ *   follower-notify  (1.7) a leader change seen by a follower: the holder
+ *              takes the name with dlock_try($1); a candidate waits in
+ *              dlock_lock($1, timeout => '10s', notify => true); a follower,
+ *              on a third connection, LISTENs on the channel dlock; the
+ *              latency runs from the release to when the follower has the
+ *              candidate's "granted" event (a NOTIFY sent by dlock's
+ *              notifier process); the candidate keeps the lock until then
+ *   follower-poll  the same, the candidate without notify, the follower
+ *              reading dlock_locks every 100 ms (SELECT pid ... WHERE name
+ *              = $1 AND granted) until it shows the candidate
  *   redis      the holder takes the key with SET key token NX PX 30000; the
  *              waiter polls the same SET every 10 ms (sleeping 10 ms after
  *              each refusal), as Redis lock clients do; the holder releases
@@ -60,6 +70,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/select.h>
 
 #include <libpq-fe.h>
 #ifdef WITH_HIREDIS
@@ -77,13 +88,23 @@ typedef enum
 	K_SEMAPHORE,
 	K_REDIS,
 	K_DETACHED,
-	K_DETACHED_SECOND
+	K_DETACHED_SECOND,
+	K_FOLLOWER_NOTIFY,
+	K_FOLLOWER_POLL
 } Kind;
 
-#define NKINDS 5
-static const char *const kind_names[] = {"lock", "semaphore", "redis", "detached", "detached-second"};
+#define NKINDS 7
+static const char *const kind_names[] = {"lock", "semaphore", "redis", "detached", "detached-second",
+"follower-notify", "follower-poll"};
+#define FOLLOWER_POLL_MS 100
+
 
 static Kind kind;
+static bool
+follower_kind(void)
+{
+	return kind == K_FOLLOWER_NOTIFY || kind == K_FOLLOWER_POLL;
+}
 static const char *target;
 static const char *name;		/* the lock's name or Redis key */
 
@@ -186,10 +207,15 @@ pg_true(PGconn *conn, const char *stmt, const char *what)
 static void
 pg_prepare_lock(PGconn *conn)
 {
-	if (kind == K_LOCK)
+	if (kind == K_LOCK || kind == K_FOLLOWER_POLL)
 	{
 		pg_prepare(conn, "try", "SELECT dlock_try($1)", 1);
 		pg_prepare(conn, "wait", "SELECT dlock_lock($1, timeout => '10s')", 1);
+	}
+	else if (kind == K_FOLLOWER_NOTIFY)
+	{
+		pg_prepare(conn, "try", "SELECT dlock_try($1)", 1);
+		pg_prepare(conn, "wait", "SELECT dlock_lock($1, timeout => '10s', notify => true)", 1);
 	}
 	else if (kind == K_DETACHED || kind == K_DETACHED_SECOND)
 	{
@@ -222,6 +248,11 @@ pg_detached_cycle(PGconn *conn, struct timespec *when)
 		fail("dlock_release of the waited lock did not release it");
 }
 
+/* follower kinds: the follower has seen this many grants of the candidate */
+static atomic_int seen;
+static atomic_bool saw_other;	/* follower-poll: it read the name not held by the candidate */
+static char candidate_pid[16];
+
 static void *
 pg_waiter(void *arg)
 {
@@ -229,6 +260,8 @@ pg_waiter(void *arg)
 
 	for (;;)
 	{
+		int			before = atomic_load(&seen);
+
 		pthread_barrier_wait(&go);
 		if (atomic_load(&quit))
 			break;
@@ -236,11 +269,85 @@ pg_waiter(void *arg)
 			pg_detached_cycle(conn, &granted);
 		else
 		{
+			struct timespec start,
+						now;
+
 			pg_true(conn, "wait", "the waiter's dlock_lock");
-			clock_gettime(CLOCK_MONOTONIC, &granted);
+			if (!follower_kind())
+				clock_gettime(CLOCK_MONOTONIC, &granted);
+			/* a follower's kind: the lock is kept until the follower saw it */
+			clock_gettime(CLOCK_MONOTONIC, &start);
+			while (follower_kind() && atomic_load(&seen) == before)
+			{
+				clock_gettime(CLOCK_MONOTONIC, &now);
+				if (ms_between(&start, &now) > WAIT_LIMIT_S * 1e3)
+					fail("the follower did not see the candidate's grant");
+				sleep_ms(0.2);
+			}
 			pg_true(conn, "unlock", "the waiter's dlock_unlock");
 		}
 		pthread_barrier_wait(&done);
+	}
+	return NULL;
+}
+
+/*
+ * The follower: sees each grant of the candidate (its backend's pid
+ * candidate_pid), by a NOTIFY on the channel dlock or by reading
+ * dlock_locks every 100 ms, and notes when (granted).
+ */
+static void *
+pg_follower(void *arg)
+{
+	PGconn	   *conn = arg;
+	bool		was_candidate = false;
+
+	while (!atomic_load(&quit))
+	{
+		if (kind == K_FOLLOWER_NOTIFY)
+		{
+			fd_set		fds;
+			struct timeval tv = {0, 10000};
+			int			sock = PQsocket(conn);
+			PGnotify   *n;
+
+			FD_ZERO(&fds);
+			FD_SET(sock, &fds);
+			if (select(sock + 1, &fds, NULL, NULL, &tv) < 0 && errno != EINTR)
+				fail("select: %s", strerror(errno));
+			if (!PQconsumeInput(conn))
+				fail("the follower's connection: %s", PQerrorMessage(conn));
+			while ((n = PQnotifies(conn)) != NULL)
+			{
+				char		want[64];
+
+				snprintf(want, sizeof(want), "\"pid\": %s,", candidate_pid);
+				if (strstr(n->extra, "\"event\": \"granted\"") != NULL &&
+					strstr(n->extra, want) != NULL)
+				{
+					clock_gettime(CLOCK_MONOTONIC, &granted);
+					atomic_fetch_add(&seen, 1);
+				}
+				PQfreemem(n);
+			}
+		}
+		else
+		{
+			const char *params[1] = {name};
+			char		buf[64];
+			const char *v = pg_value(conn, "holder", 1, params, buf, sizeof(buf));
+			bool		is_candidate = v != NULL && strcmp(v, candidate_pid) == 0;
+
+			if (is_candidate && !was_candidate)
+			{
+				clock_gettime(CLOCK_MONOTONIC, &granted);
+				atomic_fetch_add(&seen, 1);
+			}
+			was_candidate = is_candidate;
+			if (!is_candidate)
+				atomic_store(&saw_other, true);
+			sleep_ms(FOLLOWER_POLL_MS);
+		}
 	}
 	return NULL;
 }
@@ -296,12 +403,15 @@ run_pg(int reps, double *lat)
 	PGconn	   *monitor = pg_connect("the monitor");
 	PGconn	   *other = NULL;
 	PGconn	   *first = NULL;
+	PGconn	   *follower = NULL;
+	pthread_t	follower_thread;
 	pthread_t	thread;
 	pthread_t	first_thread;
 	char		pid[16];
 	char		first_pid[16];
 	const char *expect = kind == K_SEMAPHORE ? "Extension" : "Lock";
 	struct timespec released;
+	unsigned short seed[3] = {(unsigned short) getpid(), 0x4321, 0x8765};
 
 	pg_prepare_lock(holder);
 	pg_prepare_lock(waiter);
@@ -315,6 +425,25 @@ run_pg(int reps, double *lat)
 		pg_true(other, "try", "the other holder's dlock_try");
 	}
 
+	if (follower_kind())
+	{
+		PGresult   *res;
+
+		snprintf(candidate_pid, sizeof(candidate_pid), "%d", PQbackendPID(waiter));
+		follower = pg_connect("the follower");
+		if (kind == K_FOLLOWER_NOTIFY)
+		{
+			res = PQexec(follower, "LISTEN dlock");
+			if (PQresultStatus(res) != PGRES_COMMAND_OK)
+				fail("LISTEN dlock: %s", PQresultErrorMessage(res));
+			PQclear(res);
+		}
+		else
+			pg_prepare(follower, "holder",
+					   "SELECT max(pid)::text FROM dlock_locks WHERE name = $1 AND granted", 1);
+		if (pthread_create(&follower_thread, NULL, pg_follower, follower) != 0)
+			fail("cannot start a thread");
+	}
 	if (kind == K_DETACHED_SECOND)
 	{
 		first = pg_connect("the first in line");
@@ -329,7 +458,18 @@ run_pg(int reps, double *lat)
 		fail("cannot start a thread");
 	for (int i = -WARMUP; i < reps; i++)
 	{
+		atomic_store(&saw_other, false);
 		pg_true(holder, "try", "the holder's dlock_try");
+		/*
+		 * a polling follower sees the old leader before the change, which
+		 * comes at a random point of its 100 ms poll
+		 */
+		if (kind == K_FOLLOWER_POLL)
+		{
+			while (!atomic_load(&saw_other))
+				sleep_ms(1);
+			sleep_ms(FOLLOWER_POLL_MS * erand48(seed));
+		}
 		if (first != NULL)
 		{
 			/* the first in line waits (for its ticket), then the waiter in line */
@@ -351,6 +491,11 @@ run_pg(int reps, double *lat)
 	atomic_store(&quit, true);
 	pthread_barrier_wait(&go);
 	pthread_join(thread, NULL);
+	if (follower != NULL)
+	{
+		pthread_join(follower_thread, NULL);
+		PQfinish(follower);
+	}
 	if (first != NULL)
 	{
 		pthread_barrier_wait(&first_go);
@@ -509,7 +654,7 @@ main(int argc, char **argv)
 
 	if (argc != 4)
 	{
-		fprintf(stderr, "usage: %s lock|semaphore|redis|detached|detached-second REPS TARGET\n", argv[0]);
+		fprintf(stderr, "usage: %s lock|semaphore|redis|detached|detached-second|follower-notify|follower-poll REPS TARGET\n", argv[0]);
 		return 2;
 	}
 	for (i = 0; i < NKINDS; i++)
@@ -529,7 +674,7 @@ main(int argc, char **argv)
 	}
 	target = argv[3];
 	name = kind == K_LOCK ? "wake-lock" : kind == K_SEMAPHORE ? "wake-semaphore" :
-		kind == K_REDIS ? "wake-redis" : "wake-detached";
+		kind == K_REDIS ? "wake-redis" : follower_kind() ? "wake-leader" : "wake-detached";
 
 	lat = calloc(reps, sizeof(double));
 	sorted = calloc(reps, sizeof(double));

@@ -97,6 +97,11 @@ SELECT dlock_try_xact('prepared', lease => '1 hour');
 PREPARE TRANSACTION 'dlock_test';
 SELECT * FROM my_locks;
 SELECT * FROM my_entries;
+-- nor one taken with notify (1.7: its end could not be announced)
+BEGIN;
+SELECT dlock_try_xact('prepared', notify => true);
+PREPARE TRANSACTION 'dlock_test';
+SELECT * FROM my_locks;
 
 -- a prepared transaction keeps at most max_locks_per_transaction (64 here)
 -- dlock locks, the lock table's room for it: beyond, PREPARE is refused and

@@ -98,6 +98,28 @@ refuse_prepare_beyond_room(void)
 				 errhint("Take fewer named locks in a transaction that is to be prepared, or raise \"max_locks_per_transaction\".")));
 }
 
+/*
+ * A transaction's hold taken with notify (1.7) would pass to the prepared
+ * transaction, and its end would be announced at PREPARE, while the lock
+ * is still held: refused, as a lease is.
+ */
+static void
+refuse_prepare_announced(void)
+{
+	for (int i = 0; i < dlock_n_xact_holds; i++)
+	{
+		DlockEntry *e = dlock_entry_at(dlock_xact_holds[i].ref);
+
+		if (e->notify)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that holds lock \"%.*s\" taken with notify",
+							(int) e->namelen, e->name),
+					 errdetail("A prepared transaction keeps its locks after the session goes on, and the end of this one could not be announced."),
+					 errhint("Take the lock without notify in a transaction that is to be prepared.")));
+	}
+}
+
 static void
 xact_callback(XactEvent event, void *arg)
 {
@@ -117,6 +139,7 @@ xact_callback(XactEvent event, void *arg)
 			 */
 			dlock_lease_refuse_prepare();
 			refuse_prepare_beyond_room();
+			refuse_prepare_announced();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:

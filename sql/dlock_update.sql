@@ -7,8 +7,9 @@ SELECT dlock_try('u1', mode => 'update');
 SELECT dlock_try('u2', mode => 'shared'), dlock_try('u3', mode => 'exclusive'),
        dlock_try('u4', shared => true, mode => 'shared');
 SELECT name, mode, scope, granted, token > 0 AS has_token FROM dlock_locks ORDER BY name, mode;
--- an update hold is two locks in the lock manager: ShareLock on the key
--- (objsubid 1) and ExclusiveLock on its update gate (objsubid 7)
+-- an update hold is two locks in the lock manager: RowShareLock on the key
+-- (objsubid 1: it shares with ShareLock, conflicts with ExclusiveLock) and
+-- ExclusiveLock on its update gate (objsubid 7)
 SELECT objsubid, mode, granted FROM pg_locks
  WHERE locktype = 'advisory' AND pid = pg_backend_pid()
    AND classid::bigint = (dlock_key('u1') >> 32) & 4294967295
@@ -66,15 +67,72 @@ ROLLBACK TO a;
 SELECT name, mode, scope FROM dlock_locks ORDER BY mode;
 COMMIT;
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
--- released behind dlock's back: pg_advisory_unlock_shared of the key gives
--- back the update hold's ShareLock; dlock then forgets the hold, and its gate
+-- an update hold is not a shared one: neither pg_advisory_unlock_shared nor
+-- dlock_unlock(shared) gives back any of it
 SELECT dlock_try('u1', mode => 'update');
 SELECT pg_advisory_unlock_shared(dlock_key('u1'));
-SELECT dlock_token('u1');
+SELECT dlock_unlock('u1', shared => true), dlock_unlock(ARRAY['u1'], true);
+SELECT dlock_token('u1') > 0 AS still_held;
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- beside a shared hold, each release gives back its own
+SELECT dlock_try('u1', shared => true);
+SELECT dlock_unlock('u1', mode => 'update');
+SELECT mode FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+SELECT dlock_unlock('u1', shared => true);
+-- pg_advisory_unlock_all releases both of its locks; taking it again after
+-- that, in the same statement too, holds it anew (the gate it just took is
+-- kept), with or without a lease
 SELECT dlock_try('u1', mode => 'update'), pg_advisory_unlock_all();
 SELECT dlock_unlock('u1', mode => 'update');
+SELECT dlock_try('u1', mode => 'update', lease => '1 min');
+SELECT pg_advisory_unlock_all(), dlock_lock('u1', mode => 'update', lease => '1 min');
+SELECT objsubid, mode FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
+ ORDER BY objsubid;
+SELECT name, mode, lease_expires IS NOT NULL AS has_lease FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_try('u1', mode => 'update'), dlock_unlock_all();
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- a transaction's update hold: dlock_unlock has no session hold to release
+BEGIN;
+SELECT dlock_try_xact('u1', mode => 'update');
+SELECT dlock_unlock('u1', mode => 'update');
+COMMIT;
+-- a raise in a transaction is given back by dlock_lower, also one taken in
+-- a cursor that is still open, or before a savepoint that is rolled back
+-- to; one rolled back with its savepoint is gone; a plain exclusive hold
+-- of the transaction is not a raise
+BEGIN;
+SELECT dlock_lock_xact('c', mode => 'update'), dlock_lock_xact('d', mode => 'update');
+SELECT dlock_raise('d'), dlock_raise('c');
+SAVEPOINT s;
+SELECT dlock_raise('c');
+SELECT dlock_lower('d'), dlock_lower('c');
+ROLLBACK TO s;
+SELECT dlock_lower('c');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND mode = 'ExclusiveLock'
+   AND objsubid = 1;
+DECLARE cur CURSOR FOR SELECT dlock_raise('c');
+FETCH cur;
+SELECT dlock_lower('c');
+CLOSE cur;
+SAVEPOINT t;
+SELECT dlock_raise('c');
+ROLLBACK TO t;
+SELECT name, mode FROM dlock_locks WHERE pid = pg_backend_pid() ORDER BY name, mode;
+SELECT dlock_lock_xact('c');
+SELECT dlock_lower('c');
+COMMIT;
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- a prepared transaction's update hold: shown, without a name, in update
+-- mode; one with a raise cannot be prepared
+BEGIN;
+SELECT dlock_lock_xact('pp', mode => 'update');
+PREPARE TRANSACTION 'dlock_update';
+SELECT name, mode, granted, pid FROM dlock_locks WHERE key = dlock_key('pp');
+SELECT dlock_try('pp', mode => 'update'), dlock_try('pp', shared => true), dlock_unlock('pp', shared => true);
+ROLLBACK PREPARED 'dlock_update';
+BEGIN;
+SELECT dlock_lock_xact('pp', mode => 'update'), dlock_raise('pp');
+PREPARE TRANSACTION 'dlock_update';
 -- statistics count update mode apart
 SELECT dlock_stats_reset('u1');
 SELECT dlock_try('u1', mode => 'update'), dlock_unlock('u1', mode => 'update');

@@ -110,12 +110,16 @@ typedef enum DlockMode
 #define DLOCK_MODES 3
 
 /*
- * The lock a hold of mode m takes on the name's key (objsubid 1): update
- * takes ShareLock there, as shared does (so it shares with shared holders
- * and pg_advisory_lock_shared, and exclusive holders exclude it), and also
- * its gate (below).
+ * The lock a hold of mode m takes on the name's key (objsubid 1).  Update
+ * takes RowShareLock there, which shares with ShareLock (shared holders,
+ * pg_advisory_lock_shared) and conflicts with ExclusiveLock (exclusive
+ * holders, pg_advisory_lock), as ShareLock would; a mode of its own, so
+ * that the lock manager tells an update hold from a shared one (no raw
+ * call releases it, only pg_advisory_unlock_all and DISCARD ALL, which
+ * release its gate too), and also its gate (below).
  */
-#define DlockLockMode(m) ((m) == DLOCK_EXCLUSIVE ? ExclusiveLock : ShareLock)
+#define DlockLockMode(m) \
+	((m) == DLOCK_EXCLUSIVE ? ExclusiveLock : (m) == DLOCK_SHARED ? ShareLock : RowShareLock)
 
 /*
  * Advisory locks of dlock's own (objsubid; pg_advisory_lock(bigint) uses 1,
@@ -134,7 +138,7 @@ typedef enum DlockMode
 /*
  * Update mode (1.7): a hold takes, first, the name's update gate (objsubid
  * 7) in ExclusiveLock, so that one session at a time holds or raises the
- * name in update mode, then ShareLock on the name's key.  Its lease marker
+ * name in update mode, then RowShareLock on the name's key.  Its lease marker
  * is objsubid 8 (4 + mode would be the line's 6).  Raising it to exclusive
  * is an exclusive hold of the name taken over it: it waits only for shared
  * holders, since no other updater can be there.

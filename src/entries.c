@@ -515,20 +515,6 @@ dlock_entry_end_session(int ref)
 
 	if (e->lease_expires != 0)
 		dlock_marker_drop(e->key, e->mode);
-	/*
-	 * An update hold whose ShareLock went behind dlock's back
-	 * (pg_advisory_unlock_shared of the key): its gate goes too, which no
-	 * raw call reaches.  (With a transaction hold beside it, the gate's
-	 * holds cannot be told apart: they stay until the session ends.)
-	 */
-	if (unlikely(e->mode == DLOCK_UPDATE) && e->nxact == 0)
-	{
-		LOCKTAG		gate;
-
-		dlock_set_update_tag(&gate, MyDatabaseId, e->key);
-		for (int i = 0; i < e->nsession && dlock_lock_held_by_me(&gate, DLOCK_UPDATE_MODE); i++)
-			LockRelease(&gate, DLOCK_UPDATE_MODE, true);
-	}
 	dlock_change_begin(ref);
 	e->nsession = 0;
 	dlock_entry_free_if_unused(ref);
@@ -647,10 +633,11 @@ dlock_xact_hold_reserve(void)
 
 /* Record a transaction-scope grant; room was reserved before the lock. */
 void
-dlock_xact_hold_add(int ref)
+dlock_xact_hold_add(int ref, bool own_release)
 {
 	Assert(dlock_n_xact_holds < max_xact_holds);
 	dlock_xact_holds[dlock_n_xact_holds].ref = ref;
 	dlock_xact_holds[dlock_n_xact_holds].subid = GetCurrentSubTransactionId();
+	dlock_xact_holds[dlock_n_xact_holds].own_release = own_release;
 	dlock_n_xact_holds++;
 }

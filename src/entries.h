@@ -186,11 +186,15 @@ typedef struct DlockXactHold
 {
 	int			ref;
 	SubTransactionId subid;
+	bool		own_release;	/* a raise (dlock_raise, 1.7): its lock is a
+								 * session lock that dlock gives back at the
+								 * end of the (sub)transaction, and
+								 * dlock_lower before */
 } DlockXactHold;
 
 extern DlockXactHold *dlock_xact_holds;
 extern int	dlock_n_xact_holds;
 extern void dlock_xact_hold_reserve(void);
-extern void dlock_xact_hold_add(int ref);
+extern void dlock_xact_hold_add(int ref, bool own_release);
 
 #endif							/* DLOCK_ENTRIES_H */

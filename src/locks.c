@@ -28,7 +28,6 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "confirm.h"
@@ -140,7 +139,7 @@ grant_starts_hold(const DlockEntry *e, bool fresh)
 static pg_attribute_always_inline void
 record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xact, bool start,
 			 int64 token, int64 lease_us, const DlockInfo *info, int permit, int permits,
-			 bool foreign, TimestampTz at, bool precise)
+			 bool foreign, TimestampTz at, bool precise, bool own_release)
 {
 	TimestampTz expires = 0;
 
@@ -162,7 +161,7 @@ record_grant(int ref, DlockEntry *e, const DlockName *name, uint8 mode, bool xac
 	if (xact)
 	{
 		e->nxact++;
-		dlock_xact_hold_add(ref);
+		dlock_xact_hold_add(ref, own_release);
 	}
 	else
 		e->nsession++;
@@ -283,6 +282,8 @@ acquire_args(FunctionCallInfo fcinfo, bool can_wait, bool ms, AcquireArgs *a)
 	a->timeout_us = 0;
 	a->defer = false;
 	a->notify = false;
+	a->own_release = false;
+	a->waited_before_us = -1;
 	/* the one-argument forms: a lock, exclusive, no lease, no info */
 	if (likely(!ms && PG_NARGS() == 1))
 	{
@@ -356,6 +357,8 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 	bool		foreign = dlock_foreign_code();
 	TimestampTz at;
 	bool		precise;
+	/* the lock manager's scope: a raise in a transaction takes a session lock */
+	bool		lm_session = !xact || a->own_release;
 
 	if (unlikely(RecoveryInProgress()) && !dlock_allow_standby_locks)
 		refuse_on_standby(&name);
@@ -422,7 +425,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 		dlock_set_locktag(&tag, name.key);
 	else
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, permit);
-	res = LockAcquire(&tag, lockmode, !xact, true);
+	res = LockAcquire(&tag, lockmode, lm_session, true);
 	if (res == LOCKACQUIRE_NOT_AVAIL)
 	{
 		TimestampTz start;
@@ -435,7 +438,7 @@ acquire_name(const DlockName *namep, bool xact, bool can_wait, const AcquireArgs
 			return false;
 		}
 		start = GetCurrentTimestamp();
-		res = dlock_wait_for_lock(&tag, lockmode, xact, !xact, timeout_us, ref, &name, mode, start,
+		res = dlock_wait_for_lock(&tag, lockmode, xact, lm_session, timeout_us, ref, &name, mode, start,
 							&a->info);
 		if (res == LOCKACQUIRE_NOT_AVAIL)
 		{
@@ -474,7 +477,7 @@ granted:
 	 */
 	need_marker = ((start_hold ? 0 : e->nsession) + (xact ? 0 : 1)) > 0 &&
 		(lease_us >= 0 || (!start_hold && e->lease_expires != 0));
-	token = after_grant(&tag, lockmode, xact, ref, &name, mode, start_hold, need_marker, confirm_by);
+	token = after_grant(&tag, lockmode, !lm_session, ref, &name, mode, start_hold, need_marker, confirm_by);
 	/* a confirmed grant: its time (and its lease) is the answer's */
 	if (unlikely(confirm_by >= 0) && precise)
 		at = GetCurrentTimestamp();
@@ -482,12 +485,14 @@ granted:
 	if (unlikely(start_hold && !need_marker && e->lease_expires != 0))
 		dlock_marker_drop(name.key, mode);
 	record_grant(ref, e, &name, mode, xact, start_hold, token, lease_us, infop, permit,
-				 a->permits, foreign, at, precise);
+				 a->permits, foreign, at, precise, a->own_release);
 	if (unlikely(a->notify))
 		announce_grant(ref, start_hold, xact);
 	if (dlock_stats_tracking())
 		dlock_stats_acquired(name.key, mode, name.utf8, name.len,
-							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION, waited_us, at);
+							 xact ? DLOCK_SCOPE_XACT : DLOCK_SCOPE_SESSION,
+							 unlikely(a->waited_before_us >= 0) ?
+							 a->waited_before_us + Max(waited_us, 0) : waited_us, at);
 	return true;
 }
 
@@ -536,8 +541,9 @@ acquire_update(const DlockName *name, bool xact, bool can_wait, const AcquireArg
 		}
 		/* the gate is ours: the wait for the name, if any, shows itself */
 		dlock_set_waiting(ref, name, DLOCK_UPDATE, DLOCK_WAIT_NONE, NULL);
+		b.waited_before_us = Max(GetCurrentTimestamp() - start, 0);
 		if (a->timeout_us > 0)
-			b.timeout_us = Max(a->timeout_us - (GetCurrentTimestamp() - start), 0);
+			b.timeout_us = Max(a->timeout_us - b.waited_before_us, 0);
 	}
 	PG_TRY();
 	{
@@ -660,10 +666,9 @@ dlock_lock_xact_ms(PG_FUNCTION_ARGS)
 
 /*
  * One session hold in update mode (dlock.h): its gate (false, with the lock
- * manager's WARNING in update's words, if the session holds none), then its ShareLock on the
- * key.  The hold ends with its gate, the ShareLock given back if it is
- * still there: pg_advisory_unlock_shared of the key gives back one
- * ShareLock of the session's, shared or update.
+ * manager's WARNING in update's words, if the session holds none at
+ * session level), then its RowShareLock on the key.  No raw call releases
+ * one without the other.
  */
 static pg_noinline bool
 release_update(const LOCKTAG *tag)
@@ -680,8 +685,8 @@ release_update(const LOCKTAG *tag)
 	}
 	if (!LockRelease(&gate, DLOCK_UPDATE_MODE, true))
 		return false;
-	if (dlock_lock_held_by_me(tag, ShareLock))
-		LockRelease(tag, ShareLock, true);
+	if (dlock_lock_held_by_me(tag, DlockLockMode(DLOCK_UPDATE)))
+		LockRelease(tag, DlockLockMode(DLOCK_UPDATE), true);
 	return true;
 }
 
@@ -720,8 +725,14 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, e->permit);
 	if (likely(mode != DLOCK_UPDATE))
 		released = LockRelease(&tag, DlockLockMode(mode), true);
-	else
+	else if (e != NULL && e->nsession > 0)
 		released = release_update(&tag);
+	else
+	{
+		/* no session hold (a transaction's only): as the lock manager says it */
+		elog(WARNING, "you don't own a lock of type %s", "update");
+		released = false;
+	}
 	if (released)
 		dlock_permit_tag_released(&tag);
 	/* nothing below raises: only a signal, a stall or a death can land here */
@@ -793,6 +804,16 @@ dlock_drop_xact_hold(int i)
 	bool		expired = unlikely(e->notify) && e->lease_expires != 0 &&
 		e->lease_expires <= GetCurrentTimestamp();
 
+	/* a raise's session lock: given back here (dlock_raise) */
+	if (unlikely(dlock_xact_holds[i].own_release))
+	{
+		LOCKTAG		tag;
+
+		dlock_set_locktag(&tag, e->key);
+		LockRelease(&tag, DlockLockMode(e->mode), true);
+		/* nothing below raises: only a signal, a stall or a death can land here */
+		DLOCK_FAULT("update.lower");
+	}
 	/* its waiters wake once the lock manager has released it */
 	dlock_permit_wake_at_end(MyDatabaseId, e->key);
 	if (unlikely(e->lease_expires != 0))
@@ -813,52 +834,26 @@ dlock_drop_xact_hold(int i)
 }
 
 /*
- * Release early one transaction-scope hold of entry ref, of the name's own
- * lock (dlock_lower, 1.7); false if the lock manager has none.  PostgreSQL
- * has no call for this (pg_advisory_unlock is for session locks): the lock
- * manager gives a transaction lock back only for the resource owner that
- * has it, which is this statement's if it was taken in this statement, or
- * that of the (sub)transaction it passed to.  A re-entry with dontWait
- * (immediate: the lock is ours) finds the local lock and its owners; the
- * innermost owner, from the current one outward, gives one count back, and
- * so does the latest of the entry's transaction holds.
+ * Release early the latest raise (dlock_raise in a transaction) of entry
+ * ref: its lock is a session lock (own_release), given back by
+ * dlock_drop_xact_hold (dlock_lower, 1.7).  false if there is none.
  */
 bool
 dlock_xact_hold_release(int ref)
 {
-	DlockEntry *e = dlock_entry_at(ref);
-	LOCKMODE	lockmode = DlockLockMode(e->mode);
-	LOCKTAG		tag;
-	LOCALLOCK  *ll = NULL;
-	ResourceOwner saved = CurrentResourceOwner;
-	ResourceOwner owner;
-	bool		released = false;
-	int			i;
+	int			latest = -1;
 
-	dlock_set_locktag(&tag, e->key);
-	if (!dlock_lock_held_by_me(&tag, lockmode) ||
-		dlock_lock_acquire_ext(&tag, lockmode, false, true, true, &ll) == LOCKACQUIRE_NOT_AVAIL)
+	/*
+	 * The latest is of the innermost subtransaction (their ids grow): the
+	 * array is in no order (dlock_drop_xact_hold fills a gap with its last).
+	 * A raise of an enclosing one stays for a ROLLBACK TO to keep.
+	 */
+	for (int i = 0; i < dlock_n_xact_holds; i++)
+		if (dlock_xact_holds[i].ref == ref && dlock_xact_holds[i].own_release &&
+			(latest < 0 || dlock_xact_holds[i].subid > dlock_xact_holds[latest].subid))
+			latest = i;
+	if (latest < 0)
 		return false;
-	LockRelease(&tag, lockmode, false);
-	for (owner = CurrentResourceOwner; owner != NULL && !released;
-		 owner = ResourceOwnerGetParent(owner))
-		for (i = 0; i < ll->numLockOwners; i++)
-			if (ll->lockOwners[i].owner == owner && ll->lockOwners[i].nLocks > 0)
-			{
-				CurrentResourceOwner = owner;
-				released = LockRelease(&tag, lockmode, false);
-				CurrentResourceOwner = saved;
-				break;
-			}
-	if (!released)
-		return false;
-	/* nothing below raises: only a signal, a stall or a death can land here */
-	DLOCK_FAULT("update.lower");
-	for (i = dlock_n_xact_holds - 1; i >= 0; i--)
-		if (dlock_xact_holds[i].ref == ref)
-		{
-			dlock_drop_xact_hold(i);
-			break;
-		}
+	dlock_drop_xact_hold(latest);
 	return true;
 }

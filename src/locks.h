@@ -36,6 +36,12 @@ typedef struct AcquireArgs
 	bool		defer;			/* several names: the lease and info are given
 								 * once all are granted (give_deferred) */
 	bool		notify;			/* announce its events (notify.c, 1.7) */
+	bool		own_release;	/* a raise in a transaction (dlock_raise): a
+								 * session lock in the lock manager, recorded
+								 * as a transaction hold that dlock gives back
+								 * (entries.h DlockXactHold) */
+	int64		waited_before_us;	/* update mode: the wait for its gate, for
+									 * the statistics; -1: none */
 } AcquireArgs;
 
 /* locks.c */

@@ -78,16 +78,19 @@ dlock_raise(PG_FUNCTION_ARGS)
 	a.timeout_us = dlock_timeout_arg(fcinfo, 1, 2, -1);
 	a.mode = DLOCK_EXCLUSIVE;
 	a.lease_us = -1;
+	a.waited_before_us = -1;
 	dlock_backend_init();
 	e = update_hold(&name, "raise");
+	/* in a transaction: a session lock that dlock gives back at its end */
+	a.own_release = e->nsession == 0;
 	PG_RETURN_BOOL(dlock_acquire_one(&name, e->nsession == 0, true, &a));
 }
 
 /*
  * dlock_lower(name): one exclusive hold of the name released where this
  * session also holds it in update mode, which goes on: a session hold
- * first, else a transaction-scope one (locks.c dlock_xact_hold_release).
- * false, with a WARNING, if there is none to release.
+ * first, else the latest raise in the transaction (locks.c
+ * dlock_xact_hold_release).  false, with a WARNING, if there is none.
  */
 Datum
 dlock_lower(PG_FUNCTION_ARGS)
@@ -102,6 +105,7 @@ dlock_lower(PG_FUNCTION_ARGS)
 	x = held_entry(&name, DLOCK_EXCLUSIVE, &ref);
 	if (x != NULL && x->nsession > 0)
 		PG_RETURN_BOOL(dlock_unlock_one(&name, DLOCK_EXCLUSIVE));
+	/* a raise in a transaction: not a plain dlock_lock_xact of the name */
 	if (x != NULL && dlock_xact_hold_release(ref))
 		PG_RETURN_BOOL(true);
 	ereport(WARNING,

@@ -442,6 +442,8 @@ typedef struct LocksCall
 								 * a detached lock: its pid is the caller's */
 	bool		update_row;		/* the row put now is of an update hold */
 	Datum		update;
+	HTAB	   *update_waits;	/* (pid, database, key) waiting for an update
+								 * hold's RowShareLock; NULL: none */
 } LocksCall;
 
 static void
@@ -634,12 +636,13 @@ entry_has(const NameRow *row, bool granted)
 }
 
 /*
- * An update hold (1.7, dlock.h) is shown once, in update mode: by its gate
- * where the gate is held or awaited, by its ShareLock on the key while it
- * waits for that.  The gate of a hold that waits for its ShareLock, and the
- * ShareLock of an update hold (where the process has no shared hold of the
- * name beside it), are not rows of their own.  A hold with a lease is the
- * entry's only while its lease marker is held (put_locks).
+ * An update hold (1.7, dlock.h) is shown once, in update mode, by its gate:
+ * held, the hold; awaited, its wait.  Its RowShareLock on the key is not a
+ * row of its own, but while the process waits for it (the gate is its
+ * already) that wait is the hold's row, and its gate none.  Without an
+ * entry (a prepared transaction's, one beyond dlock.max_locks_per_session)
+ * the row has no name; a hold with a lease is the entry's only while its
+ * lease marker is held (put_locks).
  */
 static void
 put_update(LocksCall *call, const LockInstanceData *l, const NameKey *kp, bool granted)
@@ -651,10 +654,44 @@ put_update(LocksCall *call, const LockInstanceData *l, const NameKey *kp, bool g
 	row = name_find(call->names, &k, false);
 	if (!entry_has(row, granted) ||
 		(granted && row->e.lease_expires != 0 && row->e.nxact == 0 && !row->has_marker))
-		return;
+		row = NULL;
 	call->update_row = true;
-	put_lock(call, l, &k, DLOCK_UPDATE_MODE, granted, &row->e, NULL, 0);
+	put_lock(call, l, &k, DLOCK_UPDATE_MODE, granted, row != NULL ? &row->e : NULL, NULL, 0);
 	call->update_row = false;
+}
+
+/* The processes waiting for an update hold's RowShareLock on a key, by (pid, database, key). */
+static HTAB *
+update_waits(const LockData *ld)
+{
+	HTAB	   *tab = NULL;
+
+	for (int i = 0; i < ld->nelements; i++)
+	{
+		const LockInstanceData *l = &ld->locks[i];
+		NameKey		k;
+
+		if (!advisory_of_dlock(l) || l->locktag.locktag_field4 != DLOCK_SUBID_KEY ||
+			l->waitLockMode != DlockLockMode(DLOCK_UPDATE))
+			continue;
+		if (tab == NULL)
+		{
+			HASHCTL		ctl;
+
+			ctl.keysize = sizeof(NameKey);
+			ctl.entrysize = sizeof(NameKey);
+			ctl.hcxt = CurrentMemoryContext;
+			tab = hash_create("dlock_locks update waits", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		}
+		memset(&k, 0, sizeof(k));
+		k.pid = l->pid;
+		k.dbid = l->locktag.locktag_field1;
+		k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
+		k.mode = DLOCK_UPDATE;
+		(void) hash_search(tab, &k, HASH_ENTER, NULL);
+	}
+	return tab;
 }
 
 /*
@@ -688,6 +725,7 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	}
 	if (turnstile)
 		granted = false;
+	memset(&k, 0, sizeof(k));	/* (a hash key below: no stray padding) */
 	if (subid == DLOCK_SUBID_LINE)
 	{
 		put_line_wait(call, l, lockmode, granted);
@@ -699,30 +737,29 @@ put_locks(LocksCall *call, const LockInstanceData *l, LOCKMODE lockmode, bool gr
 	k.key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
 	if (subid == DLOCK_SUBID_UPDATE)
 	{
-		/* an update hold's gate: held, the hold; awaited, its wait */
+		/* an update hold's gate: held, the hold (unless it waits for its RowShareLock) */
 		if (lockmode == DLOCK_UPDATE_MODE)
+		{
+			NameKey		kw = k;
+
+			kw.mode = DLOCK_UPDATE;
+			if (granted && call->update_waits != NULL &&
+				hash_search(call->update_waits, &kw, HASH_FIND, NULL) != NULL)
+				return;
 			put_update(call, l, &k, granted);
+		}
+		return;
+	}
+	if (subid == DLOCK_SUBID_KEY && lockmode == DlockLockMode(DLOCK_UPDATE))
+	{
+		/* an update hold's RowShareLock: its gate shows it; a wait for it, here */
+		if (!granted)
+			put_update(call, l, &k, false);
 		return;
 	}
 	k.mode = lockmode == ShareLock ? DLOCK_SHARED : DLOCK_EXCLUSIVE;
 	if (lockmode == ShareLock || lockmode == ExclusiveLock)
 		row = name_find(call->names, &k, false);
-	/* the ShareLock of an update hold, where no shared hold has it too */
-	if (lockmode == ShareLock && subid == DLOCK_SUBID_KEY && !entry_has(row, granted))
-	{
-		NameKey		ku = k;
-		NameRow    *urow;
-
-		ku.mode = DLOCK_UPDATE;
-		urow = name_find(call->names, &ku, false);
-		if (entry_has(urow, true) && granted)
-			return;
-		if (entry_has(urow, false) && !granted)
-		{
-			put_update(call, l, &k, false);
-			return;
-		}
-	}
 	if (row != NULL)
 		foreach(lc, row->holds)
 		{
@@ -838,6 +875,7 @@ dlock_locks(PG_FUNCTION_ARGS)
 	call.now = GetCurrentTimestamp();
 	note_markers(&names, ld);
 	call.heads = semaphore_heads(ld);
+	call.update_waits = update_waits(ld);
 	call.waits_for = NULL;
 	call.line_row = false;
 	for (i = 0; i < ld->nelements; i++)

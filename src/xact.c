@@ -101,7 +101,9 @@ refuse_prepare_beyond_room(void)
 /*
  * A transaction's hold taken with notify (1.7) would pass to the prepared
  * transaction, and its end would be announced at PREPARE, while the lock
- * is still held: refused, as a lease is.
+ * is still held: refused, as a lease is; so is a raise (dlock_raise) in the
+ * transaction, whose lock is a session lock that dlock gives back at its
+ * end (locks.c).
  */
 static void
 refuse_prepare_announced(void)
@@ -110,6 +112,13 @@ refuse_prepare_announced(void)
 	{
 		DlockEntry *e = dlock_entry_at(dlock_xact_holds[i].ref);
 
+		if (dlock_xact_holds[i].own_release)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot PREPARE a transaction that has raised lock \"%.*s\"",
+							(int) e->namelen, e->name),
+					 errdetail("A raise in a transaction is a session lock that dlock gives back when the transaction ends."),
+					 errhint("Lower it first (dlock_lower).")));
 		if (e->notify)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),

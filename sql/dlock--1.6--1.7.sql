@@ -7,7 +7,7 @@
 -- holders, so that two would-be writers that each read first never
 -- deadlock.  dlock_raise makes the hold exclusive (it waits for the shared
 -- holders to leave, ahead of new shared requests), dlock_lower makes it
--- update again.  In the lock manager an update hold is ShareLock on the
+-- update again.  In the lock manager an update hold is RowShareLock on the
 -- name's key and ExclusiveLock on its update gate (objsubid 7): both show
 -- in pg_locks; dlock_locks shows one row, mode 'update'.  doc/functions.md
 -- "Update mode".

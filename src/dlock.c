@@ -197,6 +197,14 @@ _PG_init(void)
 							5000, 100, 1000000,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("dlock.max_notifiers",
+							"Notifier processes running at once (observers: one per database with events).",
+							"Each takes a background worker slot while it runs; a database whose events wait "
+							"for one gets it when another leaves (at once, when it has nothing to send).",
+							&dlock_max_notifiers,
+							2, 1, DLOCK_NOTIFIERS,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("dlock.track_stats",
 							 "Counts acquisitions, waits, holds and lease expiries in dlock_stats.",
 							 NULL,

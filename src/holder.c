@@ -128,6 +128,23 @@ static bool serving_locked = false;
 static LOCKTAG serving_tag;
 static LOCKMODE serving_mode;
 
+/*
+ * Before the exit releases our locks (ShutdownPostgres runs after this):
+ * the end of each hold taken with notify, announced while it is still
+ * held, so that no grant of the next holder is announced before it.
+ */
+static void
+holder_exit_announce(int code, Datum arg)
+{
+	for (int i = 0; i < dlock_detached->max_holds; i++)
+	{
+		DlockHold  *h = dlock_hold(i);
+
+		if (h->state == DLOCK_HOLD_HELD)
+			dlock_announce_hold(h, DLOCK_EV_ENDED);
+	}
+}
+
 static void
 holder_exit(int code, Datum arg)
 {
@@ -142,7 +159,8 @@ holder_exit(int code, Datum arg)
 
 		if (h->state == DLOCK_HOLD_FREE)
 			continue;
-		dlock_serve_end_kind(DLOCK_EV_ENDED);
+		/* (its end announced by holder_exit_announce) */
+		dlock_serve_end_kind(DLOCK_EV_NONE);
 		dlock_serve_hold_ended(h);
 		dlock_hold_begin(h);
 		h->state = DLOCK_HOLD_FREE;
@@ -655,6 +673,7 @@ dlock_holder_main(Datum arg)
 	}
 	undo_seen = pg_atomic_read_u32(&dlock_detached->undo_requests);
 	on_shmem_exit(holder_exit, (Datum) 0);
+	before_shmem_exit(holder_exit_announce, (Datum) 0);
 	dlock_detached->holder_procno = GetNumberFromPGProc(MyProc);
 	pg_write_barrier();
 	dlock_detached->holder_pid = MyProcPid;

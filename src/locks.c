@@ -723,6 +723,13 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_set_locktag(&tag, name.key);
 	else
 		dlock_set_permit_tag(&tag, MyDatabaseId, name.key, e->permit);
+	/*
+	 * The end of a hold taken with notify is announced while it is still
+	 * held (notify.c), so that the next holder's grant is not announced
+	 * first.
+	 */
+	if (unlikely(e != NULL && e->notify) && e->nsession == 1 && e->nxact == 0)
+		dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
 	if (likely(mode != DLOCK_UPDATE))
 		released = LockRelease(&tag, DlockLockMode(mode), true);
 	else if (e != NULL && e->nsession > 0)
@@ -751,11 +758,7 @@ unlock_name(const DlockName *namep, uint8 mode)
 		dlock_entry_free_if_unused(ref);
 		dlock_change_end(ref);
 		if (released && !e->inuse)
-		{
 			dlock_stats_hold_ended(e);
-			if (unlikely(e->notify))
-				dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
-		}
 	}
 	return released;
 }

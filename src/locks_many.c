@@ -251,6 +251,9 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			continue;
 		}
 		dlock_lease_note_release(e);
+		/* a hold taken with notify: its end announced while it is held (notify.c) */
+		if (unlikely(e->notify) && e->nxact == 0)
+			dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
 		dlock_set_permit_tag(&tag, MyDatabaseId, e->key, e->permit);
 		while (e->nsession > 0)
 		{
@@ -266,11 +269,7 @@ dlock_unlock_all(PG_FUNCTION_ARGS)
 			count++;
 		dlock_entry_end_session(ref);
 		if (released && !e->inuse)
-		{
 			dlock_stats_hold_ended(e);
-			if (unlikely(e->notify))
-				dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
-		}
 	}
 	PG_RETURN_INT32(count);
 }

@@ -34,7 +34,6 @@
 #include "storage/proc.h"
 #include "storage/spin.h"
 #include "tcop/tcopprot.h"
-#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -45,6 +44,7 @@
 #include "workers.h"
 
 #define NOTIFIER_IDLE_US	(10 * USECS_PER_SEC)
+#define NOTIFIER_YIELD_US	(100 * 1000)
 
 static int	my_index = -1;
 static bool running = false;
@@ -53,9 +53,12 @@ static const char *const kind_names[] = {"granted", "released", "lease_expired",
 static const char *const scope_names[] = {"session", "transaction", "detached"};
 
 /*
- * At exit: events left for the database go to the next notifier the reaper
- * starts; one that never ran (its database is gone, or it could not
- * connect) leaves them, lost.
+ * At exit: a batch that was being sent and not committed stays at the head
+ * for the next notifier (at least once: one that dies right after its
+ * commit has them sent again), unless it failed DLOCK_NOTIFY_TRIES times,
+ * when its events are counted lost; events left go to the next notifier
+ * the reaper starts.  One that never ran (it could not connect) leaves its
+ * slot STARTING, for the reaper to see that it stopped.
  */
 static void
 notifier_exit(int code, Datum arg)
@@ -63,34 +66,74 @@ notifier_exit(int code, Datum arg)
 	DlockNotifier *n;
 	bool		wake = false;
 
-	if (my_index < 0 || dlock_notify == NULL)
+	if (my_index < 0 || dlock_notify == NULL || !running)
 		return;
 	n = &dlock_notify->n[my_index];
 	SpinLockAcquire(&dlock_notify->mutex);
-	if (n->state == DLOCK_NOTIFIER_RUNNING || n->state == DLOCK_NOTIFIER_STARTING)
+	if (n->sending > 0 && ++n->tries >= DLOCK_NOTIFY_TRIES)
 	{
-		n->procno = -1;
-		if (running && n->count > 0)
-		{
-			n->state = DLOCK_NOTIFIER_WANTED;
-			wake = true;
-		}
-		else
-			n->state = DLOCK_NOTIFIER_FREE;
+		n->head = (n->head + n->sending) % DLOCK_NOTIFY_RING;
+		n->count -= n->sending;
+		n->lost += n->sending;
+		n->tries = 0;
 	}
+	n->sending = 0;
+	n->procno = -1;
+	if (n->count > 0 || n->lost > 0)
+	{
+		n->state = DLOCK_NOTIFIER_WANTED;
+		n->retry_at = 0;
+		wake = true;
+	}
+	else
+		n->state = DLOCK_NOTIFIER_FREE;
 	SpinLockRelease(&dlock_notify->mutex);
 	if (wake && dlock_reaper_wake->procno >= 0)
 		SetLatch(&GetPGProcByNumber(dlock_reaper_wake->procno)->procLatch);
 }
 
-/* UTF-8 text of an event as a JSON string, in the database's encoding. */
+/*
+ * UTF-8 text of an event as a JSON string of ASCII only: every character
+ * beyond ASCII, and every control character, as \uXXXX (a pair of them
+ * beyond U+FFFF).  So the payload is the same in every database and client
+ * encoding, and no listener's conversion can fail on it.
+ */
 static void
 json_text(StringInfo buf, const char *s, int len)
 {
-	char	   *t = pnstrdup(s, len);
-	char	   *c = pg_any_to_server(t, len, PG_UTF8);
+	const unsigned char *p = (const unsigned char *) s;
+	const unsigned char *end = p + len;
 
-	escape_json(buf, c);
+	appendStringInfoChar(buf, '"');
+	while (p < end)
+	{
+		uint32		c = *p;
+		int			n = pg_utf_mblen(p);
+
+		if (n < 1 || p + n > end || (c >= 0x80 && (n == 1 || !pg_utf8_islegal(p, n))))
+		{
+			/* not UTF-8 (never from dlock's checks): the replacement character */
+			c = 0xFFFD;
+			n = 1;
+		}
+		else if (n > 1)
+			c = utf8_to_unicode(p);
+		p += n;
+		if (c == '"')
+			appendStringInfoString(buf, "\\\"");
+		else if (c == '\\')
+			appendStringInfoString(buf, "\\\\");
+		else if (c >= 0x20 && c < 0x7f)
+			appendStringInfoChar(buf, (char) c);
+		else if (c < 0x10000)
+			appendStringInfo(buf, "\\u%04x", c);
+		else
+		{
+			c -= 0x10000;
+			appendStringInfo(buf, "\\u%04x\\u%04x", 0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF));
+		}
+	}
+	appendStringInfoChar(buf, '"');
 }
 
 static char *
@@ -113,10 +156,22 @@ payload(const DlockEvent *ev)
 		json_text(&buf, ev->info, ev->infolen);
 	else
 		appendStringInfoString(&buf, "null");
-	appendStringInfoString(&buf, ", \"at\": ");
-	escape_json(&buf, timestamptz_to_str(ev->at));
-	appendStringInfoChar(&buf, '}');
+	appendStringInfo(&buf, ", \"at\": \"%s\"}", timestamptz_to_str(ev->at));
 	return buf.data;
+}
+
+/* Another database's events wait for a notifier (dlock.max_notifiers are running). */
+static bool
+others_wait(void)
+{
+	bool		wait = false;
+
+	SpinLockAcquire(&dlock_notify->mutex);
+	for (int i = 0; i < DLOCK_NOTIFIERS; i++)
+		if (i != my_index && dlock_notify->n[i].state == DLOCK_NOTIFIER_WANTED)
+			wait = true;
+	SpinLockRelease(&dlock_notify->mutex);
+	return wait;
 }
 
 void
@@ -152,51 +207,67 @@ dlock_notifier_main(Datum arg)
 	last = GetCurrentTimestamp();
 	for (;;)
 	{
-		int			k = 0;
+		int			k;
 		uint64		lost;
+		TimestampTz idle;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 
+		/*
+		 * The events at the head, copied one at a time (the spinlock is
+		 * every database's), left in the ring until the commit that sends
+		 * them (notifier_exit)
+		 */
 		SpinLockAcquire(&dlock_notify->mutex);
-		while (n->count > 0)
-		{
-			batch[k++] = n->ring[n->head];
-			n->head = (n->head + 1) % DLOCK_NOTIFY_RING;
-			n->count--;
-		}
+		k = n->count;
+		n->sending = k;
 		lost = n->lost;
-		n->lost = 0;
 		SpinLockRelease(&dlock_notify->mutex);
+		for (int i = 0; i < k; i++)
+		{
+			SpinLockAcquire(&dlock_notify->mutex);
+			batch[i] = n->ring[(n->head + i) % DLOCK_NOTIFY_RING];
+			SpinLockRelease(&dlock_notify->mutex);
+		}
 
 		if (k > 0 || lost > 0)
 		{
 			MemoryContext old = MemoryContextSwitchTo(cxt);
 
-			/* an error or a death here loses this batch: the locks are not touched */
+			/* an error or a death here: the batch is sent again, or counted lost */
 			DLOCK_FAULT("notifier.send");
-
 			SetCurrentStatementStartTimestamp();
 			StartTransactionCommand();
 			pgstat_report_activity(STATE_RUNNING, "dlock notifier: NOTIFY dlock");
-			for (int i = 0; i < k; i++)
-				Async_Notify(DLOCK_NOTIFY_CHANNEL, payload(&batch[i]));
 			if (lost > 0)
 				Async_Notify(DLOCK_NOTIFY_CHANNEL,
 							 psprintf("{\"event\": \"lost\", \"count\": " UINT64_FORMAT "}", lost));
+			for (int i = 0; i < k; i++)
+				Async_Notify(DLOCK_NOTIFY_CHANNEL, payload(&batch[i]));
 			CommitTransactionCommand();
 			pgstat_report_activity(STATE_IDLE, NULL);
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(cxt);
+			SpinLockAcquire(&dlock_notify->mutex);
+			n->head = (n->head + k) % DLOCK_NOTIFY_RING;
+			n->count -= k;
+			n->sending = 0;
+			n->lost -= lost;
+			n->tries = 0;
+			SpinLockRelease(&dlock_notify->mutex);
 			last = GetCurrentTimestamp();
 			continue;
 		}
-		if (GetCurrentTimestamp() - last >= NOTIFIER_IDLE_US)
+
+		/* idle: gone after 10 s, or at once when another database waits */
+		idle = GetCurrentTimestamp() - last;
+		if (idle >= NOTIFIER_IDLE_US || (idle >= NOTIFIER_YIELD_US && others_wait()))
 		{
 			bool		leave;
 
 			SpinLockAcquire(&dlock_notify->mutex);
-			leave = n->count == 0;
+			leave = n->count == 0 && n->lost == 0;
 			if (leave)
 			{
 				n->state = DLOCK_NOTIFIER_FREE;
@@ -206,11 +277,13 @@ dlock_notifier_main(Datum arg)
 			if (leave)
 			{
 				my_index = -1;
+				if (others_wait() && dlock_reaper_wake->procno >= 0)
+					SetLatch(&GetPGProcByNumber(dlock_reaper_wake->procno)->procLatch);
 				proc_exit(0);
 			}
 			continue;
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000, PG_WAIT_EXTENSION);
+						 idle >= NOTIFIER_YIELD_US ? 1000 : 100, PG_WAIT_EXTENSION);
 	}
 }

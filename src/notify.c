@@ -41,6 +41,7 @@
 #include "slots.h"
 
 DlockNotifyShared *dlock_notify = NULL;
+int			dlock_max_notifiers = 2;
 
 /* this backend took a hold with notify (its exit looks for them) */
 static bool notify_used = false;
@@ -118,6 +119,10 @@ notify_backend_exit(int code, Datum arg)
 		dlock_announce_entry(e, e->lease_expires != 0 && e->lease_expires <= now ?
 							 DLOCK_EV_LEASE_EXPIRED : DLOCK_EV_ENDED,
 							 e->nsession > 0 ? DLOCK_EV_SESSION : DLOCK_EV_XACT);
+		/* announced once: not again by the abort that follows (locks.c) */
+		dlock_change_begin(ref);
+		e->notify = 0;
+		dlock_change_end(ref);
 	}
 }
 
@@ -173,7 +178,8 @@ dlock_announce(Oid dbid, int kind, int mode, int scope, int pid, int64 token,
 			n->dbid = dbid;
 			n->state = DLOCK_NOTIFIER_WANTED;
 			n->procno = -1;
-			n->head = n->count = 0;
+			n->head = n->count = n->sending = 0;
+			n->tries = 0;
 			n->lost = 0;
 			n->retry_at = 0;
 		}
@@ -230,35 +236,97 @@ dlock_announce_hold(const DlockHold *h, int kind)
 
 /*
  * The lease reaper: start a notifier for each database whose events wait
- * without one.  Returns when to look again for one that could not start
- * (PG_INT64_MAX: none).
+ * without one, dlock.max_notifiers at most at once (the others when one
+ * leaves: a notifier leaves soon when another database waits); notice a
+ * start that never ran (the postmaster had no room, or the fork failed),
+ * which is tried again a second later, and after DLOCK_NOTIFY_TRIES its
+ * events are lost; log events lost for want of a slot.  Returns when to
+ * look again (PG_INT64_MAX: nothing to look at).
  */
+static BackgroundWorkerHandle *handles[DLOCK_NOTIFIERS];
+
 TimestampTz
 dlock_notify_start_wanted(TimestampTz now)
 {
 	DlockNotifyShared *s = dlock_notify;
 	TimestampTz again = PG_INT64_MAX;
+	static uint64 lost_logged = 0;
+	uint64		lost;
+	int			running = 0;
 
 	if (s == NULL)
 		return again;
+	SpinLockAcquire(&s->mutex);
+	for (int i = 0; i < DLOCK_NOTIFIERS; i++)
+		if (s->n[i].state == DLOCK_NOTIFIER_STARTING || s->n[i].state == DLOCK_NOTIFIER_RUNNING)
+			running++;
+	lost = s->lost_no_room;
+	SpinLockRelease(&s->mutex);
+	if (lost != lost_logged)
+	{
+		ereport(LOG,
+				(errmsg("dlock: " UINT64_FORMAT " lock events were lost without a notifier", lost - lost_logged),
+				 errdetail("More than %d databases had events at once, or a database's notifier could not start.",
+						   DLOCK_NOTIFIERS)));
+		lost_logged = lost;
+	}
+
 	for (int i = 0; i < DLOCK_NOTIFIERS; i++)
 	{
 		DlockNotifier *n = &s->n[i];
 		BackgroundWorker worker;
-		BackgroundWorkerHandle *handle;
 		bool		start = false;
+		pid_t		pid;
+
+		/* a start that never ran: again a second later, or its events lost */
+		if (handles[i] != NULL &&
+			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(handles[i]);
+			handles[i] = NULL;
+			SpinLockAcquire(&s->mutex);
+			if (n->state == DLOCK_NOTIFIER_STARTING)
+			{
+				running--;
+				if (++n->tries >= DLOCK_NOTIFY_TRIES)
+				{
+					s->lost_no_room += n->count;
+					n->state = DLOCK_NOTIFIER_FREE;
+				}
+				else
+				{
+					n->state = DLOCK_NOTIFIER_WANTED;
+					n->retry_at = now + USECS_PER_SEC;
+				}
+			}
+			SpinLockRelease(&s->mutex);
+		}
 
 		SpinLockAcquire(&s->mutex);
+		/* a start the reaper lost the handle of (it restarted): given up after 10 s */
+		if (n->state == DLOCK_NOTIFIER_STARTING && handles[i] == NULL && n->retry_at <= now)
+		{
+			running--;
+			n->state = ++n->tries >= DLOCK_NOTIFY_TRIES ? DLOCK_NOTIFIER_FREE : DLOCK_NOTIFIER_WANTED;
+			if (n->state == DLOCK_NOTIFIER_FREE)
+				s->lost_no_room += n->count;
+		}
 		if (n->state == DLOCK_NOTIFIER_WANTED)
 		{
-			if (n->retry_at <= now)
+			if (n->retry_at > now)
+				again = Min(again, n->retry_at);
+			else if (running >= dlock_max_notifiers)
+				again = Min(again, now + USECS_PER_SEC);
+			else
 			{
 				n->state = DLOCK_NOTIFIER_STARTING;
+				n->retry_at = now + 10 * USECS_PER_SEC;
 				start = true;
+				running++;
 			}
-			else
-				again = Min(again, n->retry_at);
 		}
+		else if (n->state == DLOCK_NOTIFIER_STARTING)
+			again = Min(again, now + USECS_PER_SEC);
 		SpinLockRelease(&s->mutex);
 		if (!start)
 			continue;
@@ -271,13 +339,21 @@ dlock_notify_start_wanted(TimestampTz now)
 		snprintf(worker.bgw_name, BGW_MAXLEN, "dlock notifier");
 		snprintf(worker.bgw_type, BGW_MAXLEN, "dlock notifier");
 		worker.bgw_main_arg = Int32GetDatum(i);
-		if (RegisterDynamicBackgroundWorker(&worker, &handle))
+		worker.bgw_notify_pid = MyProcPid;
+		if (handles[i] != NULL)
+			pfree(handles[i]);
+		handles[i] = NULL;
+		if (RegisterDynamicBackgroundWorker(&worker, &handles[i]))
+		{
+			again = Min(again, now + USECS_PER_SEC);
 			continue;
+		}
 		/* no background worker slot free: again in a second */
 		SpinLockAcquire(&s->mutex);
 		n->state = DLOCK_NOTIFIER_WANTED;
 		n->retry_at = now + USECS_PER_SEC;
 		SpinLockRelease(&s->mutex);
+		running--;
 		again = Min(again, n->retry_at);
 	}
 	return again;

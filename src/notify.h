@@ -25,7 +25,8 @@ typedef enum DlockEventKind
 	DLOCK_EV_RELEASED,
 	DLOCK_EV_LEASE_EXPIRED,
 	DLOCK_EV_ENDED,				/* its holder's session or process ended */
-	DLOCK_EV_FORCED				/* dlock_force_release */
+	DLOCK_EV_FORCED,			/* dlock_force_release */
+	DLOCK_EV_NONE = -1			/* announced already (serve.c) */
 } DlockEventKind;
 
 /* The hold's scope (the payload's "scope"). */
@@ -33,9 +34,13 @@ typedef enum DlockEventKind
 #define DLOCK_EV_XACT		1
 #define DLOCK_EV_DETACHED	2
 
-/* Notifier processes at once (one per database with events), and events each keeps. */
+/*
+ * Databases with events at once (a slot each), events each keeps; the
+ * notifier processes running at once are dlock.max_notifiers of them.
+ */
 #define DLOCK_NOTIFIERS		8
 #define DLOCK_NOTIFY_RING	64
+#define DLOCK_NOTIFY_TRIES	3	/* starts, and sends of one batch, before its events are lost */
 
 typedef struct DlockEvent
 {
@@ -64,7 +69,10 @@ typedef struct DlockNotifier
 	int			procno;			/* RUNNING: its process */
 	int			head;
 	int			count;
-	uint64		lost;			/* events that found the ring full */
+	int			sending;		/* events at the head being sent: removed at the
+								 * commit that sent them */
+	int			tries;			/* failed starts, or failed sends of the head */
+	uint64		lost;			/* events lost (ring full, failed sends) */
 	TimestampTz retry_at;		/* WANTED after a failed start: not before */
 	DlockEvent	ring[DLOCK_NOTIFY_RING];
 } DlockNotifier;
@@ -72,11 +80,13 @@ typedef struct DlockNotifier
 typedef struct DlockNotifyShared
 {
 	slock_t		mutex;
-	uint64		lost_no_room;	/* events of a database beyond DLOCK_NOTIFIERS */
+	uint64		lost_no_room;	/* events of a database beyond DLOCK_NOTIFIERS,
+								 * or of one whose notifier never ran */
 	DlockNotifier n[DLOCK_NOTIFIERS];
 } DlockNotifyShared;
 
 extern DlockNotifyShared *dlock_notify;
+extern int	dlock_max_notifiers;
 
 extern Size dlock_notify_shmem_size(void);
 extern void dlock_notify_shmem_init(void);

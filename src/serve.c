@@ -59,7 +59,8 @@ dlock_serve_hold_ended(const DlockHold *h)
 		dlock_stats_count_counted(h->counted, h->dbid, h->key, h->mode, h->name, h->namelen,
 								  DLOCK_STAT_RELEASED, GetCurrentTimestamp() - h->since,
 								  h->limit_role);
-		dlock_announce_hold(h, end_kind);
+		if (end_kind >= 0)
+			dlock_announce_hold(h, end_kind);
 	}
 	end_kind = DLOCK_EV_RELEASED;
 }

@@ -74,6 +74,20 @@ waiter_uncount_if_abandoned(void)
 	}
 }
 
+/*
+ * Before the exit releases our lock (ShutdownPostgres runs after this):
+ * the end of a hold taken with notify, announced while it is still held.
+ */
+static void
+waiter_exit_announce(int code, Datum arg)
+{
+	DlockWaiter *w = my_waiter;
+
+	if (w != NULL && !my_lock_ended && w->hold.state == DLOCK_HOLD_HELD &&
+		dlock_waiter_state(w, my_ticket) != DLOCK_W_FREE)
+		dlock_announce_hold(&w->hold, DLOCK_EV_ENDED);
+}
+
 static void
 waiter_exit(int code, Datum arg)
 {
@@ -90,7 +104,8 @@ waiter_exit(int code, Datum arg)
 	if (w->hold.state != DLOCK_HOLD_FREE)
 	{
 		waiter_uncount_if_abandoned();
-		dlock_serve_end_kind(DLOCK_EV_ENDED);
+		/* (its end announced by waiter_exit_announce) */
+		dlock_serve_end_kind(DLOCK_EV_NONE);
 		dlock_serve_hold_ended(&w->hold);
 		dlock_hold_begin(&w->hold);
 		w->hold.state = DLOCK_HOLD_FREE;
@@ -361,6 +376,7 @@ dlock_waiter_main(Datum arg)
 	/* from here on, however we exit, waiter_exit settles the block */
 	my_waiter = w;
 	on_shmem_exit(waiter_exit, (Datum) 0);
+	before_shmem_exit(waiter_exit_announce, (Datum) 0);
 
 	/*
 	 * An error (never expected: out of memory, a fault point) ends this

@@ -280,15 +280,18 @@ def t_leader_election():
 
 class Listener:
     """A connection that LISTENs on dlock (1.7, doc/functions.md "Observers")
-    and collects the events of one name."""
+    and collects the events of one name, in the order they came (all of
+    them in seen); each is checked to come from a dlock notifier process."""
 
-    def __init__(self, name):
+    def __init__(self, name, dbname="postgres"):
         import json
         self.json = json
         self.name = name
-        self.conn = connect(app="dlock-fault-listener")
+        self.conn = connect(dbname=dbname, app="dlock-fault-listener")
         q(self.conn, "LISTEN dlock")
         self.events = []
+        self.seen = []
+        self.senders = {}
 
     def poll(self, timeout):
         import select
@@ -297,10 +300,20 @@ class Listener:
             if select.select([self.conn], [], [], 0.05)[0]:
                 self.conn.poll()
                 while self.conn.notifies:
-                    ev = self.json.loads(self.conn.notifies.pop(0).payload)
+                    n = self.conn.notifies.pop(0)
+                    if n.pid not in self.senders:
+                        self.senders[n.pid] = q(self.conn, "SELECT backend_type FROM pg_stat_activity "
+                                                           "WHERE pid = %s", (n.pid,))
+                    expect(self.senders[n.pid] == "dlock notifier",
+                           "a notification from %s (%r)" % (n.pid, self.senders[n.pid]))
+                    ev = self.json.loads(n.payload)
                     if ev.get("name") == self.name or ev.get("event") == "lost":
                         self.events.append(ev)
+                        self.seen.append(ev)
         return self.events
+
+    def kinds(self):
+        return [(e["event"], e.get("info")) for e in self.seen]
 
     def wait_for(self, event, timeout=10.0, **fields):
         """The first event of that kind (and those field values) not yet taken."""
@@ -344,7 +357,41 @@ def t_observers_backend():
     # without notify: nothing
     q(a, "SELECT dlock_try('obs-b'), dlock_unlock('obs-b')")
     expect(lis.poll(0.5) == [], "events of a hold without notify: %r" % lis.events)
-    close_all(a, lis.conn)
+    # a name and info beyond ASCII, quotes and backslashes: \\uXXXX in the payload
+    odd = Listener('obs-\u00fc"\\\u2603\U0001f512')
+    q(a, "SELECT dlock_try(%s, notify => true, info => %s), dlock_unlock(%s)",
+      (odd.name, 'n\u00e4me "\\', odd.name))
+    ev = odd.wait_for("granted")
+    expect(ev["info"] == 'n\u00e4me "\\', "info %r" % ev["info"])
+    odd.wait_for("released")
+    close_all(a, lis.conn, odd.conn)
+
+
+@check("observers: more databases with events than notifiers (dlock.max_notifiers): every database's "
+       "events come, a notifier leaving for another's", seconds=4)
+def t_observers_databases():
+    admin = connect()
+    dbs = ["dlock_obs_%d" % i for i in range(4)]
+    for db in dbs:
+        q(admin, "DROP DATABASE IF EXISTS %s WITH (FORCE)" % db)
+        q(admin, "CREATE DATABASE %s" % db)
+    conns, listeners = [], []
+    for db in dbs:
+        c = connect(dbname=db)
+        q(c, "CREATE EXTENSION IF NOT EXISTS dlock")
+        conns.append(c)
+        listeners.append(Listener("obs-db", dbname=db))
+    for rnd in range(2):
+        for c in conns:
+            q(c, "SELECT dlock_try('obs-db', notify => true), dlock_unlock('obs-db')")
+        for db, lis in zip(dbs, listeners):
+            lis.wait_for("granted", timeout=15)
+            lis.wait_for("released", timeout=15)
+    close_all(*conns)
+    close_all(*[lis.conn for lis in listeners])
+    for db in dbs:
+        q(admin, "DROP DATABASE %s WITH (FORCE)" % db)
+    close_all(admin)
 
 
 @check("observers: a follower learns of a new leader: the old leader's session ends (ended), its lease "
@@ -361,10 +408,35 @@ def t_observers_leader():
     lis.wait_for("granted", info="b", pid=b.pid)
     b.join(10)
     expect(b.result is True, "b: %r / %r" % (b.result, b.error))
+    # the old leader's end came before the new one's grant
+    expect(lis.kinds()[-2:] == [("ended", "a"), ("granted", "b")], "order: %r" % lis.kinds())
     # b's lease runs out: the reaper ends its session
     ev = lis.wait_for("lease_expired", info="b", timeout=15)
     expect(ev["scope"] == "session", "lease_expired: %r" % ev)
-    close_all(obs, b.conn, lis.conn)
+    # a hand-over by dlock_unlock, many times: the end always before the next grant
+    c, d = connect(), connect()
+    for i in range(20):
+        q(c, "SELECT dlock_lock('obs-l', info => 'c', notify => true)")
+        w = Waiter("SELECT dlock_lock('obs-l', info => 'd', notify => true)", conn=d)
+        w.start_and_wait_blocked(obs)
+        q(c, "SELECT dlock_unlock('obs-l')")
+        w.join(10)
+        lis.wait_for("granted", info="d")
+        q(d, "SELECT dlock_unlock('obs-l')")
+        lis.wait_for("released", info="d")
+    k = [x for x in lis.kinds() if x[1] in ("c", "d")]
+    expect(k == [("granted", "c"), ("released", "c"), ("granted", "d"), ("released", "d")] * 20,
+           "order of 20 hand-overs: %r" % k[:12])
+    # a session that ends inside its transaction: one end, not two
+    e = connect()
+    q(e, "BEGIN")
+    q(e, "SELECT dlock_try_xact('obs-l', info => 'e', notify => true)")
+    q(obs, "SELECT pg_terminate_backend(%s)", (pid_of(e),))
+    lis.wait_for("ended", info="e")
+    lis.poll(1.0)
+    expect([x for x in lis.kinds() if x[1] == "e"] == [("granted", "e"), ("ended", "e")],
+           "a transaction's hold as its session ends: %r" % [x for x in lis.kinds() if x[1] == "e"])
+    close_all(obs, b.conn, c, d, lis.conn)
 
 
 @check("observers: a detached lock's grant (the lock holder), release, lease expiry and override, and the "
@@ -1682,7 +1754,7 @@ def main():
               t_holder_stalled_undo,
               t_waiter_start_cancel, t_undo_before_next, t_abandoned_before_next, t_grant_deadline_cancel, t_expired_takes_nothing,
               t_held_limit, t_role_limit, t_role_waiters,
-              t_observers_backend, t_observers_leader, t_observers_detached]
+              t_observers_backend, t_observers_leader, t_observers_detached, t_observers_databases]
     if ARGS.only:
         checks = [fn for fn in checks if re.search(ARGS.only, fn.fn_name)]
     mine, share, shares = share_of_checks(checks)

@@ -961,8 +961,9 @@ def release_all_detached():
 # point -> (scenario, process, actions)
 def sc_notify(run, point, pid):
     """An event of a hold taken with notify (1.7): whatever happens to the
-    notifier as it sends it, the caller's answer is the lock manager's, and
-    the next event reaches a listener (from a notifier started anew)."""
+    notifier as it sends it, the caller's answer is the lock manager's, the
+    event is sent all the same (by a notifier started anew: at least once),
+    and so is the next one, after it."""
     import json
     import select
     obs, a, lis = server_conn(), connect(), connect()
@@ -985,8 +986,12 @@ def sc_notify(run, point, pid):
                 lis.poll()
                 while lis.notifies:
                     got.append(json.loads(lis.notifies.pop(0).payload))
-        if not any(e.get("event") == "released" and e.get("name") == "f" for e in got):
+        kinds = [e.get("event") for e in got if e.get("name") == "f"]
+        if "released" not in kinds:
             run.bad("the release after the notifier's %s was not announced (got %r)" % (run.action, got))
+        elif "granted" not in kinds or kinds.index("granted") > kinds.index("released"):
+            run.bad("the grant the notifier was sending at its %s was not sent again before the release "
+                    "(got %r)" % (run.action, kinds))
     try_q(a, "SELECT dlock_unlock_all()")
     close(a, lis, obs)
 

@@ -122,6 +122,17 @@ SELECT dlock_lock_xact('c');
 SELECT dlock_lower('c');
 COMMIT;
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- a raise taken behind dlock's back (pg_advisory_unlock_all) is not given
+-- back again at the end of the transaction, in place of a session hold of
+-- the name taken after it
+BEGIN;
+SELECT dlock_lock_xact('c', mode => 'update'), dlock_raise('c');
+SELECT pg_advisory_unlock_all();
+SELECT dlock_lock('c');
+COMMIT;
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock('c');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 -- a prepared transaction's update hold: shown, without a name, in update
 -- mode; one with a raise cannot be prepared
 BEGIN;

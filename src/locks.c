@@ -793,6 +793,38 @@ dlock_unlock(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Is the session-level lock of a raise in a transaction (own_release) of
+ * entry ref still there?  pg_advisory_unlock_all() in the transaction takes
+ * it behind dlock's back, and a session hold of the name taken after that
+ * must not be given back in its place.  The session's count of the lock
+ * (read from the lock manager's local lock, found by a re-entry that cannot
+ * wait: the lock is ours) covers the entry's session holds and every raise
+ * still recorded; one that went behind dlock's back is short of that.
+ */
+static bool
+raise_still_held(int ref, const DlockEntry *e, const LOCKTAG *tag)
+{
+	LOCKMODE	lockmode = DlockLockMode(e->mode);
+	LOCALLOCK  *ll = NULL;
+	int64		session = 0;
+	int			raises = 0;
+
+	if (!dlock_lock_held_by_me(tag, lockmode) ||
+		dlock_lock_acquire_ext(tag, lockmode, true, true, true, &ll) == LOCKACQUIRE_NOT_AVAIL ||
+		ll == NULL)
+		return false;
+	for (int j = 0; j < ll->numLockOwners; j++)
+		if (ll->lockOwners[j].owner == NULL)
+			session += ll->lockOwners[j].nLocks;
+	LockRelease(tag, lockmode, true);	/* the re-entry's */
+	session--;
+	for (int j = 0; j < dlock_n_xact_holds; j++)
+		if (dlock_xact_holds[j].ref == ref && dlock_xact_holds[j].own_release)
+			raises++;
+	return session >= e->nsession + raises;
+}
+
+/*
  * The end of transaction-scope hold i (entries.h dlock_xact_holds), at the
  * end of its (sub)transaction (xact.c) or released early (dlock_lower).
  * The hold's end is counted in dlock_stats when its entry is freed: also at
@@ -807,13 +839,14 @@ dlock_drop_xact_hold(int i)
 	bool		expired = unlikely(e->notify) && e->lease_expires != 0 &&
 		e->lease_expires <= GetCurrentTimestamp();
 
-	/* a raise's session lock: given back here (dlock_raise) */
+	/* a raise's session lock: given back here (dlock_raise), if it is still there */
 	if (unlikely(dlock_xact_holds[i].own_release))
 	{
 		LOCKTAG		tag;
 
 		dlock_set_locktag(&tag, e->key);
-		LockRelease(&tag, DlockLockMode(e->mode), true);
+		if (raise_still_held(ref, e, &tag))
+			LockRelease(&tag, DlockLockMode(e->mode), true);
 		/* nothing below raises: only a signal, a stall or a death can land here */
 		DLOCK_FAULT("update.lower");
 	}

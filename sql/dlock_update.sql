@@ -133,6 +133,36 @@ COMMIT;
 SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
 SELECT dlock_unlock('c');
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+-- dlock_unlock does not give back a raise in a transaction (its lock is a
+-- session lock that dlock gives back itself): false and a WARNING; a session
+-- hold taken beside it outlives the transaction
+BEGIN;
+SELECT dlock_lock_xact('n', mode => 'update'), dlock_raise('n');
+SELECT dlock_unlock('n');
+SELECT dlock_lock('n');
+COMMIT;
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock('n');
+-- a raise whose lock went behind dlock's back (pg_advisory_unlock), its
+-- entry since used for another hold: the end of the transaction leaves
+-- that hold alone
+BEGIN;
+SELECT dlock_lock_xact('x2', mode => 'update'), dlock_raise('x2');
+SELECT pg_advisory_unlock(dlock_key('x2'));
+SELECT dlock_lock('x2'), dlock_unlock('x2'), dlock_lock('m2', lease => '1 hour');
+COMMIT;
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_renew('m2') > now() AS renewed, dlock_unlock('m2');
+-- in a transaction dlock_lower lowers a raise, not the session's own
+-- exclusive hold of the name
+SELECT dlock_lock('s');
+BEGIN;
+SELECT dlock_lock_xact('s', mode => 'update'), dlock_raise('s'), dlock_lower('s');
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid() ORDER BY mode;
+COMMIT;
+SELECT name, mode, scope FROM dlock_locks WHERE pid = pg_backend_pid();
+SELECT dlock_unlock('s');
+SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
 -- a prepared transaction's update hold: shown, without a name, in update
 -- mode; one with a raise cannot be prepared
 BEGIN;

@@ -639,5 +639,6 @@ dlock_xact_hold_add(int ref, bool own_release)
 	dlock_xact_holds[dlock_n_xact_holds].ref = ref;
 	dlock_xact_holds[dlock_n_xact_holds].subid = GetCurrentSubTransactionId();
 	dlock_xact_holds[dlock_n_xact_holds].own_release = own_release;
+	dlock_xact_holds[dlock_n_xact_holds].token = dlock_entry_at(ref)->token;
 	dlock_n_xact_holds++;
 }

@@ -190,6 +190,8 @@ typedef struct DlockXactHold
 								 * session lock that dlock gives back at the
 								 * end of the (sub)transaction, and
 								 * dlock_lower before */
+	int64		token;			/* own_release: the hold's token, by which its
+								 * entry is still its own (locks.c) */
 } DlockXactHold;
 
 extern DlockXactHold *dlock_xact_holds;

@@ -728,15 +728,27 @@ unlock_name(const DlockName *namep, uint8 mode)
 	 * held (notify.c), so that the next holder's grant is not announced
 	 * first.
 	 */
-	if (unlikely(e != NULL && e->notify) && e->nsession == 1 && e->nxact == 0)
+	if (unlikely(e != NULL && e->notify) && e->nsession == 1 && e->nxact == 0 &&
+		dlock_entry_lock_held(e))
 		dlock_announce_entry(e, DLOCK_EV_RELEASED, DLOCK_EV_SESSION);
-	if (likely(mode != DLOCK_UPDATE))
+	if (unlikely(e != NULL && e->nsession == 0 && e->nxact > 0))
+	{
+		/*
+		 * The name held in this mode by the transaction only: its lock is
+		 * not the session's to release (a raise's is a session lock that
+		 * dlock gives back itself).  As the lock manager says it.
+		 */
+		elog(WARNING, "you don't own a lock of type %s",
+			 mode == DLOCK_UPDATE ? "update" : GetLockmodeName(DEFAULT_LOCKMETHOD, DlockLockMode(mode)));
+		released = false;
+	}
+	else if (likely(mode != DLOCK_UPDATE))
 		released = LockRelease(&tag, DlockLockMode(mode), true);
 	else if (e != NULL && e->nsession > 0)
 		released = release_update(&tag);
 	else
 	{
-		/* no session hold (a transaction's only): as the lock manager says it */
+		/* no session hold: as the lock manager says it */
 		elog(WARNING, "you don't own a lock of type %s", "update");
 		released = false;
 	}
@@ -836,11 +848,27 @@ dlock_drop_xact_hold(int i)
 {
 	int			ref = dlock_xact_holds[i].ref;
 	DlockEntry *e = dlock_entry_at(ref);
-	bool		expired = unlikely(e->notify) && e->lease_expires != 0 &&
-		e->lease_expires <= GetCurrentTimestamp();
+	bool		own = dlock_xact_holds[i].own_release;
+	bool		ends;
 
+	/*
+	 * A raise whose entry is no longer its hold's (its lock went behind
+	 * dlock's back, and the entry began another hold since, or another
+	 * name's): only its record goes.
+	 */
+	if (unlikely(own) && (!e->inuse || e->mode != DLOCK_EXCLUSIVE || e->nxact == 0 ||
+						  e->token != dlock_xact_holds[i].token))
+	{
+		dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
+		return;
+	}
+	/* the hold ends here: announced while it is still held (notify.c) */
+	ends = e->nxact == 1 && e->nsession == 0 && e->waiting == DLOCK_WAIT_NONE;
+	if (unlikely(e->notify) && ends)
+		dlock_announce_entry(e, e->lease_expires != 0 && e->lease_expires <= GetCurrentTimestamp() ?
+							 DLOCK_EV_LEASE_EXPIRED : DLOCK_EV_RELEASED, DLOCK_EV_XACT);
 	/* a raise's session lock: given back here (dlock_raise), if it is still there */
-	if (unlikely(dlock_xact_holds[i].own_release))
+	if (unlikely(own))
 	{
 		LOCKTAG		tag;
 
@@ -860,12 +888,7 @@ dlock_drop_xact_hold(int i)
 	dlock_entry_free_if_unused(ref);
 	dlock_change_end(ref);
 	if (!e->inuse)
-	{
 		dlock_stats_hold_ended(e);
-		if (unlikely(e->notify))
-			dlock_announce_entry(e, expired ? DLOCK_EV_LEASE_EXPIRED : DLOCK_EV_RELEASED,
-								 DLOCK_EV_XACT);
-	}
 	dlock_xact_holds[i] = dlock_xact_holds[--dlock_n_xact_holds];
 }
 

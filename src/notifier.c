@@ -44,7 +44,7 @@
 #include "workers.h"
 
 #define NOTIFIER_IDLE_US	(10 * USECS_PER_SEC)
-#define NOTIFIER_YIELD_US	(100 * 1000)
+#define NOTIFIER_TURN_US	USECS_PER_SEC
 
 static int	my_index = -1;
 static bool running = false;
@@ -70,12 +70,12 @@ notifier_exit(int code, Datum arg)
 		return;
 	n = &dlock_notify->n[my_index];
 	SpinLockAcquire(&dlock_notify->mutex);
-	if (n->sending > 0 && ++n->tries >= DLOCK_NOTIFY_TRIES)
+	if (n->sending > 0 && ++n->send_tries >= DLOCK_NOTIFY_TRIES)
 	{
 		n->head = (n->head + n->sending) % DLOCK_NOTIFY_RING;
 		n->count -= n->sending;
 		n->lost += n->sending;
-		n->tries = 0;
+		n->send_tries = 0;
 	}
 	n->sending = 0;
 	n->procno = -1;
@@ -83,10 +83,13 @@ notifier_exit(int code, Datum arg)
 	{
 		n->state = DLOCK_NOTIFIER_WANTED;
 		n->retry_at = 0;
-		wake = true;
 	}
 	else
 		n->state = DLOCK_NOTIFIER_FREE;
+	/* the reaper: this database's events, or another's, may want a notifier */
+	for (int i = 0; i < DLOCK_NOTIFIERS; i++)
+		if (dlock_notify->n[i].state == DLOCK_NOTIFIER_WANTED)
+			wake = true;
 	SpinLockRelease(&dlock_notify->mutex);
 	if (wake && dlock_reaper_wake->procno >= 0)
 		SetLatch(&GetPGProcByNumber(dlock_reaper_wake->procno)->procLatch);
@@ -179,7 +182,10 @@ dlock_notifier_main(Datum arg)
 {
 	DlockNotifier *n;
 	Oid			dbid;
+	uint32		gen;
+	bool		mine;
 	TimestampTz last;
+	TimestampTz started;
 	MemoryContext cxt;
 	DlockEvent *batch;
 
@@ -190,17 +196,37 @@ dlock_notifier_main(Datum arg)
 		proc_exit(0);
 	n = &dlock_notify->n[my_index];
 	on_shmem_exit(notifier_exit, (Datum) 0);
+	memcpy(&gen, MyBgworkerEntry->bgw_extra, sizeof(gen));
 	SpinLockAcquire(&dlock_notify->mutex);
 	dbid = n->dbid;
+	mine = n->state == DLOCK_NOTIFIER_STARTING && n->gen == gen;
 	SpinLockRelease(&dlock_notify->mutex);
-	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	if (!mine)
+	{
+		/* a start the reaper gave up on, and began again: not ours */
+		my_index = -1;
+		proc_exit(0);
+	}
+	/* a database that does not allow connections has its events too */
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, BGWORKER_BYPASS_ALLOWCONN);
 	pgstat_report_appname("dlock notifier");
 
 	SpinLockAcquire(&dlock_notify->mutex);
-	n->procno = GetNumberFromPGProc(MyProc);
-	n->state = DLOCK_NOTIFIER_RUNNING;
+	mine = n->state == DLOCK_NOTIFIER_STARTING && n->gen == gen;
+	if (mine)
+	{
+		n->procno = GetNumberFromPGProc(MyProc);
+		n->state = DLOCK_NOTIFIER_RUNNING;
+		n->start_tries = 0;
+	}
 	SpinLockRelease(&dlock_notify->mutex);
+	if (!mine)
+	{
+		my_index = -1;
+		proc_exit(0);
+	}
 	running = true;
+	started = GetCurrentTimestamp();
 
 	cxt = AllocSetContextCreate(TopMemoryContext, "dlock notifier", ALLOCSET_DEFAULT_SIZES);
 	batch = MemoryContextAlloc(TopMemoryContext, sizeof(DlockEvent) * DLOCK_NOTIFY_RING);
@@ -254,36 +280,24 @@ dlock_notifier_main(Datum arg)
 			n->count -= k;
 			n->sending = 0;
 			n->lost -= lost;
-			n->tries = 0;
+			n->send_tries = 0;
 			SpinLockRelease(&dlock_notify->mutex);
 			last = GetCurrentTimestamp();
-			continue;
-		}
-
-		/* idle: gone after 10 s, or at once when another database waits */
-		idle = GetCurrentTimestamp() - last;
-		if (idle >= NOTIFIER_IDLE_US || (idle >= NOTIFIER_YIELD_US && others_wait()))
-		{
-			bool		leave;
-
-			SpinLockAcquire(&dlock_notify->mutex);
-			leave = n->count == 0 && n->lost == 0;
-			if (leave)
-			{
-				n->state = DLOCK_NOTIFIER_FREE;
-				n->procno = -1;
-			}
-			SpinLockRelease(&dlock_notify->mutex);
-			if (leave)
-			{
-				my_index = -1;
-				if (others_wait() && dlock_reaper_wake->procno >= 0)
-					SetLatch(&GetPGProcByNumber(dlock_reaper_wake->procno)->procLatch);
+			/* a busy database yields after a second when another waits */
+			if (last - started >= NOTIFIER_TURN_US && others_wait())
 				proc_exit(0);
-			}
 			continue;
 		}
+
+		/*
+		 * Idle: gone after 10 s, or at once when another database waits
+		 * for a notifier (dlock.max_notifiers run); its own events then
+		 * wait their turn (notifier_exit).
+		 */
+		idle = GetCurrentTimestamp() - last;
+		if (idle >= NOTIFIER_IDLE_US || others_wait())
+			proc_exit(0);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 idle >= NOTIFIER_YIELD_US ? 1000 : 100, PG_WAIT_EXTENSION);
+						 100, PG_WAIT_EXTENSION);
 	}
 }

@@ -179,7 +179,7 @@ dlock_announce(Oid dbid, int kind, int mode, int scope, int pid, int64 token,
 			n->state = DLOCK_NOTIFIER_WANTED;
 			n->procno = -1;
 			n->head = n->count = n->sending = 0;
-			n->tries = 0;
+			n->start_tries = n->send_tries = 0;
 			n->lost = 0;
 			n->retry_at = 0;
 		}
@@ -276,6 +276,7 @@ dlock_notify_start_wanted(TimestampTz now)
 		DlockNotifier *n = &s->n[i];
 		BackgroundWorker worker;
 		bool		start = false;
+		uint32		gen = 0;
 		pid_t		pid;
 
 		/* a start that never ran: again a second later, or its events lost */
@@ -288,9 +289,9 @@ dlock_notify_start_wanted(TimestampTz now)
 			if (n->state == DLOCK_NOTIFIER_STARTING)
 			{
 				running--;
-				if (++n->tries >= DLOCK_NOTIFY_TRIES)
+				if (++n->start_tries >= DLOCK_NOTIFY_TRIES)
 				{
-					s->lost_no_room += n->count;
+					s->lost_no_room += n->count + n->lost;
 					n->state = DLOCK_NOTIFIER_FREE;
 				}
 				else
@@ -307,9 +308,9 @@ dlock_notify_start_wanted(TimestampTz now)
 		if (n->state == DLOCK_NOTIFIER_STARTING && handles[i] == NULL && n->retry_at <= now)
 		{
 			running--;
-			n->state = ++n->tries >= DLOCK_NOTIFY_TRIES ? DLOCK_NOTIFIER_FREE : DLOCK_NOTIFIER_WANTED;
+			n->state = ++n->start_tries >= DLOCK_NOTIFY_TRIES ? DLOCK_NOTIFIER_FREE : DLOCK_NOTIFIER_WANTED;
 			if (n->state == DLOCK_NOTIFIER_FREE)
-				s->lost_no_room += n->count;
+				s->lost_no_room += n->count + n->lost;
 		}
 		if (n->state == DLOCK_NOTIFIER_WANTED)
 		{
@@ -321,6 +322,8 @@ dlock_notify_start_wanted(TimestampTz now)
 			{
 				n->state = DLOCK_NOTIFIER_STARTING;
 				n->retry_at = now + 10 * USECS_PER_SEC;
+				n->gen++;
+				gen = n->gen;
 				start = true;
 				running++;
 			}
@@ -339,6 +342,7 @@ dlock_notify_start_wanted(TimestampTz now)
 		snprintf(worker.bgw_name, BGW_MAXLEN, "dlock notifier");
 		snprintf(worker.bgw_type, BGW_MAXLEN, "dlock notifier");
 		worker.bgw_main_arg = Int32GetDatum(i);
+		memcpy(worker.bgw_extra, &gen, sizeof(gen));
 		worker.bgw_notify_pid = MyProcPid;
 		if (handles[i] != NULL)
 			pfree(handles[i]);

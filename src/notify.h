@@ -71,7 +71,10 @@ typedef struct DlockNotifier
 	int			count;
 	int			sending;		/* events at the head being sent: removed at the
 								 * commit that sent them */
-	int			tries;			/* failed starts, or failed sends of the head */
+	int			start_tries;	/* starts that never ran, since one did */
+	int			send_tries;		/* failed sends of the batch at the head */
+	uint32		gen;			/* one more at every start: the notifier of
+								 * that start only takes the slot */
 	uint64		lost;			/* events lost (ring full, failed sends) */
 	TimestampTz retry_at;		/* WANTED after a failed start: not before */
 	DlockEvent	ring[DLOCK_NOTIFY_RING];

@@ -96,17 +96,22 @@ Datum
 dlock_lower(PG_FUNCTION_ARGS)
 {
 	DlockName	name;
+	DlockEntry *u;
 	DlockEntry *x;
 	int			ref;
 
 	dlock_name_arg(fcinfo, 0, &name);
 	dlock_backend_init();
-	(void) update_hold(&name, "lower");
+	u = update_hold(&name, "lower");
 	x = held_entry(&name, DLOCK_EXCLUSIVE, &ref);
-	if (x != NULL && x->nsession > 0)
-		PG_RETURN_BOOL(dlock_unlock_one(&name, DLOCK_EXCLUSIVE));
+	/* in the scope of the update hold, as dlock_raise raised it */
+	if (u->nsession > 0)
+	{
+		if (x != NULL && x->nsession > 0)
+			PG_RETURN_BOOL(dlock_unlock_one(&name, DLOCK_EXCLUSIVE));
+	}
 	/* a raise in a transaction: not a plain dlock_lock_xact of the name */
-	if (x != NULL && dlock_xact_hold_release(ref))
+	else if (x != NULL && dlock_xact_hold_release(ref))
 		PG_RETURN_BOOL(true);
 	ereport(WARNING,
 			(errcode(ERRCODE_WARNING),

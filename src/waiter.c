@@ -376,7 +376,6 @@ dlock_waiter_main(Datum arg)
 	/* from here on, however we exit, waiter_exit settles the block */
 	my_waiter = w;
 	on_shmem_exit(waiter_exit, (Datum) 0);
-	before_shmem_exit(waiter_exit_announce, (Datum) 0);
 
 	/*
 	 * An error (never expected: out of memory, a fault point) ends this
@@ -405,6 +404,8 @@ dlock_waiter_main(Datum arg)
 	pqsignal(SIGINT, StatementCancelHandler);	/* the caller gave up */
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	/* after the connection: runs before its ShutdownPostgres releases our lock */
+	before_shmem_exit(waiter_exit_announce, (Datum) 0);
 	pgstat_report_appname("dlock waiter");
 
 	w->worker_procno = GetNumberFromPGProc(MyProc);

@@ -348,6 +348,18 @@ head_key(const LockInstanceData *l, HeadKey *k)
 	k->key = (int64) (((uint64) l->locktag.locktag_field2 << 32) | l->locktag.locktag_field3);
 }
 
+/* A small hash table of this call's, keyed by the bytes of its key. */
+static HTAB *
+call_hash(const char *name, Size keysize, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = CurrentMemoryContext;
+	return hash_create(name, 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
 /* The holders of each semaphore whose turnstile is held; NULL if none is. */
 static HTAB *
 semaphore_heads(const LockData *ld)
@@ -366,15 +378,7 @@ semaphore_heads(const LockData *ld)
 			l->holdMask == 0)
 			continue;
 		if (tab == NULL)
-		{
-			HASHCTL		ctl;
-
-			ctl.keysize = sizeof(HeadKey);
-			ctl.entrysize = sizeof(HeadHolders);
-			ctl.hcxt = CurrentMemoryContext;
-			tab = hash_create("dlock_locks semaphore heads", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		}
+			tab = call_hash("dlock_locks semaphore heads", sizeof(HeadKey), sizeof(HeadHolders));
 		head_key(l, &k);
 		hh = hash_search(tab, &k, HASH_ENTER, &found);
 		if (!found)
@@ -675,15 +679,7 @@ update_waits(const LockData *ld)
 			l->waitLockMode != DlockLockMode(DLOCK_UPDATE))
 			continue;
 		if (tab == NULL)
-		{
-			HASHCTL		ctl;
-
-			ctl.keysize = sizeof(NameKey);
-			ctl.entrysize = sizeof(NameKey);
-			ctl.hcxt = CurrentMemoryContext;
-			tab = hash_create("dlock_locks update waits", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		}
+			tab = call_hash("dlock_locks update waits", sizeof(NameKey), sizeof(NameKey));
 		memset(&k, 0, sizeof(k));
 		k.pid = l->pid;
 		k.dbid = l->locktag.locktag_field1;

@@ -18,18 +18,29 @@ work on three names, two of which share a wake-up bucket of the semaphores.
 Each step is one call from one session, picked at random among:
 
   dlock_try / dlock_lock (a short timeout, or left waiting in the queue while
-  the others go on) and their _xact forms, exclusive or shared, with
-  permits => 2 or 3, a lease (long, or short enough to run out: the reaper
-  ends the session), info; several names at once; re-entry; dlock_unlock
-  (also of what is not held), dlock_unlock_all, dlock_renew, dlock_token;
+  the others go on) and their _xact forms, exclusive, shared or (1.7) in
+  update mode (mode => 'update': the update gate, objsubid 7, then
+  RowShareLock on the key; a wait for the gate, or for the key after it),
+  with permits => 2 or 3, a lease (long, or short enough to run out: the
+  reaper ends the session), info; the mode in words, and the calls that
+  contradict it (shared => true, permits with update); several names at
+  once; re-entry; dlock_unlock (also of what is not held, and mode =>
+  'update'), dlock_unlock_all, dlock_renew, dlock_token (exclusive first,
+  then update, then shared); dlock_raise (an exclusive hold over an update
+  hold, in its scope: at once, at a timeout, or left waiting for the shared
+  holders; in a transaction a session lock that dlock gives back at the end
+  of its (sub)transaction) and dlock_lower (in the update hold's scope: a
+  session hold, or the latest raise in the transaction, given back early);
   BEGIN, SAVEPOINT, ROLLBACK TO, RELEASE, COMMIT, ROLLBACK; detached
   dlock_acquire (a lease long or short, min_hold, shared, permits),
   dlock_extend, dlock_release and dlock_force_release (the override, in a
   minimum hold too) with the right token and a wrong one; and
   what users and poolers do behind dlock's back: pg_advisory_unlock_all(),
   DISCARD ALL, pg_try_advisory_lock / pg_advisory_unlock (and their _shared
-  forms) of dlock_key(name), a session terminated; and bursts: several
-  sessions trying one name at the same instant.
+  forms) of dlock_key(name) (which do not reach an update hold: only
+  pg_advisory_unlock_all and DISCARD ALL release it, gate and all), a
+  session terminated; and bursts: several sessions trying one name at the
+  same instant (update mode too).
 
 The model is the lock manager's state (what each session holds, per lock and
 mode, in session and transaction scope, with savepoints; who waits, in which
@@ -40,18 +51,25 @@ every step:
     what it must add up to instead);
   - every "yes" is backed by pg_locks: the session holds what the call asked
     for (the name's own lock in the mode asked; for permits => N one of
-    permits 1..N), and nothing else the call took;
+    permits 1..N; in update mode RowShareLock on the key and the gate), and
+    nothing else the call took;
   - every "no" has a reason in pg_locks: another process holds the lock in a
     conflicting mode, or waits for it ahead, or (a semaphore) holds every
-    permit 1..N, or is in line;
+    permit 1..N, or is in line, or (update mode) holds or awaits the gate;
+  - pg_locks shows each session holding exactly the model's locks on the
+    names' keys (objsubid 1) and update gates (objsubid 7);
   - dlock_locks shows exactly the model's named holds and waits: name,
-    process, mode, scope, permit and token;
+    process, mode, scope, permit and token (an update hold, or a wait for
+    one, is one row, mode update);
   - a new hold's token is larger than every token given before it.
 
 The model knows the limits doc/guarantees.md states ("Things to know"): a hold
 released behind dlock's back and taken again with a raw pg_advisory_lock
 before dlock noticed may go on as the old hold (its token), and the model
-accepts either there.
+accepts either there.  It keeps out of pg_advisory_unlock and
+pg_advisory_unlock_all in a session holding a raise in a transaction (a
+session lock in the lock manager, which they would release behind dlock's
+back; out_of_model).
 """
 import argparse
 import hashlib
@@ -75,6 +93,7 @@ DB = "dlock_model"
 DB_OID = 54321
 NSESS = 4
 SUBID_KEY = 1
+SUBID_GATE = 7             # update mode's gate (ExclusiveLock; dlock.h DLOCK_SUBID_UPDATE)
 SUBID_TURNSTILE = 1000
 SHORT_LEASE = 0.4          # seconds: runs out during the run
 LONG_LEASE = 3600
@@ -108,6 +127,23 @@ def conflicts(m1, m2):
     return m1 == "x" or m2 == "x"
 
 
+# A call's mode ("x" exclusive, "s" shared, "u" update) as the view's mode
+# letter, which also keys dlock's records of a session's holds
+HK = {"x": "e", "s": "s", "u": "u"}
+WORDS = {"x": "exclusive", "s": "shared", "u": "update"}
+
+
+def key_mode(mode):
+    """The lock a hold of mode takes on the name's key: update takes
+    RowShareLock ("r") there, which shares with ShareLock and conflicts with
+    ExclusiveLock as ShareLock would, a mode of its own (and its gate
+    besides: src/dlock.h)."""
+    return {"x": "x", "s": "s", "u": "r"}[mode]
+
+
+LOCKMODES = {"ExclusiveLock": "x", "ShareLock": "s", "RowShareLock": "r"}
+
+
 # ---------------------------------------------------------------------------
 # The model.
 
@@ -119,6 +155,7 @@ class Hold:
         self.token = token            # None: not determined (see ghosts)
         self.nsession = 0
         self.xact = []                # savepoint depth of each transaction-scope grant
+        self.raised = []              # of those, the raises (dlock_raise in a transaction)
         self.lease = None             # expiry (time.time()) or None
         self.info = None
 
@@ -157,16 +194,23 @@ class Session:
                                       # dlock's back in this transaction block: a COMMIT
                                       # after one may be refused (doc/functions.md "Leases")
 
+    # each lock: [session count, [savepoint depth of each transaction-scope
+    # count], [depth of each raise in a transaction: a session lock that dlock
+    # gives back at the end of its (sub)transaction, src/locks.c]]
     def lm_get(self, key, sub, mode):
-        return self.lm.setdefault((key, sub, mode), [0, []])
+        return self.lm.setdefault((key, sub, mode), [0, [], []])
 
     def lm_count(self, key, sub, mode):
         c = self.lm.get((key, sub, mode))
-        return 0 if c is None else c[0] + len(c[1])
+        return 0 if c is None else c[0] + len(c[1]) + len(c[2])
 
     def lm_tidy(self):
-        for k in [k for k, v in self.lm.items() if v[0] == 0 and not v[1]]:
+        for k in [k for k, v in self.lm.items() if v[0] == 0 and not v[1] and not v[2]]:
             del self.lm[k]
+
+    def raised(self):
+        """Does the session hold a raise in a transaction?"""
+        return any(c[2] for c in self.lm.values())
 
 
 class Detached:
@@ -182,7 +226,11 @@ class Pending:
 
     def __init__(self, sess, call, kind, key, sub, mode, names_modes=None):
         self.sess, self.call, self.kind = sess, call, kind
-        self.key, self.sub, self.mode = key, sub, mode
+        self.key, self.sub, self.mode = key, sub, mode   # the lock it waits for now
+        # update mode (kind "update"): waits for the gate (phase "gate"), then
+        # holds it (gate) and waits for RowShareLock on the key (phase "key")
+        self.phase = "gate" if sub == SUBID_GATE else "key"
+        self.gate = False
         self.since = time.monotonic()
         self.thread = None
         self.result = None
@@ -208,7 +256,7 @@ class Model:
         for s in self.sessions:
             if s is exclude:
                 continue
-            for m in ("x", "s"):
+            for m in ("x", "s", "r"):
                 if s.lm_count(key, sub, m) > 0:
                     out.append((s, m))
         for d in self.detached:
@@ -231,9 +279,11 @@ class Model:
     def in_line(self, key, exclude=None):
         return any(p.sess is not exclude for p in self.line.get(key, []))
 
-    def lm_add(self, sess, key, sub, mode, xact):
+    def lm_add(self, sess, key, sub, mode, xact, raised=False):
         c = sess.lm_get(key, sub, mode)
-        if xact:
+        if raised:
+            c[2].append(sess.depth)
+        elif xact:
             c[1].append(sess.depth if sess.in_block else -1)
         else:
             c[0] += 1
@@ -324,8 +374,7 @@ class Harness:
         with self.obs.cursor() as cur:
             cur.execute("SELECT pid, (classid::bigint << 32) | objid::bigint, objsubid, mode, granted "
                         "  FROM pg_locks WHERE locktype = 'advisory' AND database = %s", (self.dbid,))
-            return [(pid, key if key < 2 ** 63 else key - 2 ** 64, sub,
-                     "x" if mode == "ExclusiveLock" else "s" if mode == "ShareLock" else mode, g)
+            return [(pid, key if key < 2 ** 63 else key - 2 ** 64, sub, LOCKMODES.get(mode, mode), g)
                     for pid, key, sub, mode, g in cur.fetchall()]
 
     def check_yes(self, s, name, mode, permits, locks):
@@ -335,9 +384,13 @@ class Harness:
                      for pid, k, sub, md, g in locks for p in range(1, permits + 1))
             what = "one of permits 1..%d of %s" % (permits, name)
         else:
-            ok = any(pid == s.pid and k == key and sub == SUBID_KEY and md == mode and g
+            ok = any(pid == s.pid and k == key and sub == SUBID_KEY and md == key_mode(mode) and g
                      for pid, k, sub, md, g in locks)
-            what = "%s's own lock in mode %s" % (name, mode)
+            what = "%s's own lock in mode %s" % (name, key_mode(mode))
+            if mode == "u":
+                ok = ok and any(pid == s.pid and k == key and sub == SUBID_GATE and md == "x" and g
+                                for pid, k, sub, md, g in locks)
+                what += " and its update gate"
         if not ok:
             raise Violation("session %d was told yes but pg_locks does not show it holding %s: %r"
                             % (s.idx, what, [l for l in locks if l[1] == key]))
@@ -356,7 +409,10 @@ class Harness:
                 raise Violation("session %d was told no for %s (permits %d) but nobody is in line and a "
                                 "permit is free: %r" % (s.idx, name, permits, others))
         else:
-            reason = any(sub == SUBID_KEY and conflicts(md, mode) for _, _, sub, md, g in others)
+            reason = any(sub == SUBID_KEY and conflicts(md, key_mode(mode)) for _, _, sub, md, g in others)
+            if mode == "u":
+                # (or another holds the update gate, or waits for it)
+                reason = reason or any(sub == SUBID_GATE for _, _, sub, md, g in others)
             if not reason:
                 raise Violation("session %d was told no for %s (%s) but no other process holds or "
                                 "awaits it in a conflicting mode: %r" % (s.idx, name, mode, others))
@@ -391,16 +447,17 @@ class Harness:
                 permit = h.permit if h.permit else None
                 want.setdefault((s.pid, name, mode, True), []).append((scope, permit, h.token))
             for hk in s.ghosts:
-                if self.ghost_active(s, hk):
+                if self.ghost_shown(s, hk):
                     g = s.ghosts[hk]
                     want.setdefault((s.pid, hk[0], hk[1], True), []).append(
                         ("session", g.permit if g.permit else None, g.token))
             for (name, mode) in s.stale_scope:
                 uncertain.add((s.pid, name, mode, True))
-            if s.pending is not None and s.pending.kind in ("wait", "permit"):
+            if s.pending is not None and s.pending.kind in ("wait", "permit", "update"):
+                # (a wait for update, for its gate or for the key after it: one row)
                 p = s.pending
                 scope = "transaction" if p.call.get("xact") else "session"
-                want.setdefault((s.pid, p.call["name"], "e" if p.mode == "x" else "s", False),
+                want.setdefault((s.pid, p.call["name"], HK[p.call["mode"]], False),
                                 []).append((scope, None, None))
         for d in m.detached:
             want.setdefault((self.holder_pid, d.name, "e" if d.mode == "x" else "s", True), []).append(
@@ -410,8 +467,8 @@ class Harness:
                     abs(d.min_until - time.time()) > 0.3:
                 raise Violation("dlock_locks says released=%r of detached hold %d; the model %r"
                                 % (released[d.token], d.token, d.released))
-        # the view says "exclusive"/"shared"; the model "x"/"s" for the lock
-        # manager and "e"/"s" here
+        # the view says "exclusive"/"shared"/"update"; the model "x"/"s" for
+        # the lock manager and "e"/"s"/"u" here
         for k in set(got) | set(want):
             if k in uncertain:
                 continue
@@ -423,6 +480,30 @@ class Harness:
                 # permit 1 taken as a permit shows 1, as the plain lock NULL
                 if gs != ws or (gp or 1) != (wp or 1) or (wt is not None and gt != wt):
                     raise Violation("dlock_locks has %r for %r; the model %r" % (g, k, w))
+
+    def check_locks(self):
+        """pg_locks shows each session holding exactly the model's locks of the
+        names' keys (objsubid 1: ExclusiveLock, ShareLock, RowShareLock) and
+        update gates (objsubid 7), in any scope: a lock nobody gave back (an
+        update gate left behind) or one given back twice shows here."""
+        m = self.model
+        keys = set(self.keys.values())
+        sess = {s.pid: s for s in m.sessions
+                if not self.lease_due(s) and not (s.pending is not None and s.pending.done.is_set())}
+        got = {(pid, key, sub, md) for pid, key, sub, md, g in self.pg_locks()
+               if g and pid in sess and key in keys and sub in (SUBID_KEY, SUBID_GATE) and md in ("x", "s", "r")}
+        want = {(s.pid, key, sub, md) for s in sess.values() for (key, sub, md), c in s.lm.items()
+                if sub in (SUBID_KEY, SUBID_GATE) and (c[0] > 0 or c[1] or c[2])}
+        if got != want:
+            def show(t):
+                return "s%d %s/%s/%s" % (sess[t[0]].idx, self.names[[self.keys[n] for n in self.names].index(t[1])],
+                                          {SUBID_KEY: "key", SUBID_GATE: "gate"}[t[2]], t[3])
+            raise Violation("pg_locks shows %s held that the model does not, and not %s that it does"
+                            % (sorted(show(t) for t in got - want), sorted(show(t) for t in want - got)))
+
+    def note(self, what):
+        """Counts what a sequence went through (--verbose prints them)."""
+        self.counts[what] = self.counts.get(what, 0) + 1
 
     def note_token(self, tok, new):
         """A token the server gave: a new hold's is larger than every token of
@@ -452,7 +533,10 @@ class Harness:
                         any(conflicts(a.mode, p.mode) for a in ahead)
                     if not blocked:
                         q.remove(p)
-                        self.finish_pending(p, True)
+                        if p.kind == "update" and p.phase == "gate":
+                            self.update_gate_granted(p)
+                        else:
+                            self.finish_pending(p, True)
                         changed = True
                     else:
                         ahead.append(p)
@@ -466,6 +550,44 @@ class Harness:
                     head.permit = permit
                     self.finish_pending(head, True)
                     changed = True
+
+    def update_gate_granted(self, p):
+        """A wait for update mode was given the gate: it asks for RowShareLock
+        on the key next, granted at once or waiting in the key's queue."""
+        m = self.model
+        s = p.sess
+        m.lm_add(s, p.key, SUBID_GATE, "x", p.call.get("xact"))
+        p.gate = True
+        if s.lm_count(p.key, SUBID_KEY, "r") == 0 and not m.free_for(s, p.key, SUBID_KEY, "r"):
+            exp, pos = self.expect_sleep(s, p.key, SUBID_KEY, "r")
+            if exp == "wait":
+                p.phase, p.sub, p.mode = "key", SUBID_KEY, "r"
+                m.queue.setdefault((p.key, SUBID_KEY), []).insert(pos, p)
+                self.trace.append("  s%d pid %s: (given the gate of %s, waits for its key)"
+                                  % (s.idx, s.pid, p.call["name"]))
+                self.note("update waits for the key after the gate")
+                self.await_waiting(p, "RowShareLock")
+                return
+        self.finish_pending(p, True)
+
+    def await_waiting(self, p, lockmode):
+        """The server shows p's session waiting for p's lock (its wait started
+        in the lock manager), and past its deadlock check."""
+        end = time.monotonic() + WAIT_SETTLE
+        s = p.sess
+        while time.monotonic() < end:
+            if p.done.is_set():
+                raise Violation("session %d's wait for %s returned %r / %s; the model says it waits for %s"
+                                % (s.idx, p.call["name"], p.result, p.error, lockmode))
+            n = run_sql(self.obs, "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted "
+                                  "AND locktype = 'advisory' AND objsubid = %s AND mode = %s",
+                        (s.pid, p.sub, lockmode))
+            if n:
+                break
+            time.sleep(0.01)
+        else:
+            raise Violation("session %d does not wait for %s of %s" % (s.idx, lockmode, p.call["name"]))
+        time.sleep(0.3)
 
     def free_permit(self, sess, key, permits, skip_detached=False):
         m = self.model
@@ -514,15 +636,27 @@ class Harness:
             permit = 1 if subs[0] == SUBID_KEY else subs[0] - SUBID_TURNSTILE
             if not self.model.free_for(s, key, subs[0], "x", queue_too=False):
                 raise Violation("session %d took permit %d of %s, which another holds" % (s.idx, permit, p.call["name"]))
-        self.apply_grant(s, p.call, permit)
+        self.apply_grant(s, p.call, permit, gate_taken=p.gate)
 
     def mode_of(self, hk):
-        return "x" if hk[1] == "e" else "s"
+        """The lock a hold takes on its key (an update hold: RowShareLock, and its gate)."""
+        return {"e": "x", "s": "s", "u": "r"}[hk[1]]
 
     def ghost_active(self, s, hk):
+        """Does the session hold the ghost's lock (any scope)?  An update hold's
+        is its RowShareLock and its gate: both (no raw call takes either)."""
         g = s.ghosts[hk]
-        c = s.lm.get((self.keys[hk[0]], subid(g.permit), self.mode_of(hk)))
-        return c is not None and (c[0] > 0 or bool(c[1]))
+        key = self.keys[hk[0]]
+        if hk[1] == "u" and s.lm_count(key, SUBID_GATE, "x") == 0:
+            return False
+        return s.lm_count(key, subid(g.permit), self.mode_of(hk)) > 0
+
+    def ghost_shown(self, s, hk):
+        """Does dlock_locks show the ghost (dlock still records it)?  The view
+        shows a hold by its lock: an update hold by its gate."""
+        if hk[1] == "u":
+            return s.lm_count(self.keys[hk[0]], SUBID_GATE, "x") > 0
+        return self.ghost_active(s, hk)
 
     def touch_ghost(self, s, hk):
         """A dlock call looks at (name, mode): a ghost whose lock the session
@@ -533,6 +667,7 @@ class Harness:
         g = s.ghosts[hk]
         active = self.ghost_active(s, hk)
         del s.ghosts[hk]
+        self.note("ghost %s %s" % (hk[1], "active" if active else "gone"))
         if active and hk not in s.holds:
             h = Hold(g.permit, g.token)
             h.nsession = g.n
@@ -546,6 +681,7 @@ class Harness:
         session part dlock cannot tell is gone until the transaction ends."""
         if h.nsession == 0:
             return
+        self.note("lost %s %s" % (hk[1], "xact" if h.xact else "lease" if h.lease is not None else "ghost"))
         if h.xact:
             # (one with a lease lost its marker: forgotten at the transaction's end)
             h.stale_n = h.nsession if h.lease is None else 0
@@ -566,15 +702,19 @@ class Harness:
             del s.holds[hk]
 
     # -- one step ----------------------------------------------------------------
-    def apply_grant(self, s, call, permit):
-        """A grant the server confirmed: into the model; checks the token."""
+    def apply_grant(self, s, call, permit, gate_taken=False):
+        """A grant the server confirmed: into the model; checks the token.
+        (gate_taken: an update hold whose gate the model has already.)"""
         m = self.model
         name, mode, xact = call["name"], call["mode"], call.get("xact", False)
         key = self.keys[name]
-        hk = (name, "e" if mode == "x" else "s")
+        hk = (name, HK[mode])
         sub = subid(permit)
         h = s.holds.get(hk)
-        m.lm_add(s, key, sub, mode, xact)
+        raised = bool(call.get("raise") and xact)
+        m.lm_add(s, key, sub, key_mode(mode), xact, raised=raised)
+        if mode == "u" and not gate_taken:
+            m.lm_add(s, key, SUBID_GATE, "x", xact)
         if h is None or h.total() == 0:
             h = Hold(permit, None)
             s.holds[hk] = h
@@ -583,6 +723,8 @@ class Harness:
             new = False
         if xact:
             h.xact.append(s.depth if s.in_block else -1)
+            if raised:
+                h.raised.append(s.depth)
         else:
             h.nsession += 1
         if call.get("lease") is not None and not call.get("defer"):
@@ -604,7 +746,7 @@ class Harness:
         it must not change what dlock remembers)."""
         return run_sql(self.obs, "SELECT token FROM dlock_locks WHERE pid = %s AND name = %s AND granted "
                                  "AND mode = %s AND scope <> 'detached'",
-                       (s.pid, name, "exclusive" if mode == "x" else "shared"))
+                       (s.pid, name, WORDS[mode]))
 
     def lease_due(self, s):
         """Has a short lease of session s run out, or nearly?"""
@@ -693,12 +835,15 @@ class Harness:
         if s is not None and s.pending is not None and op not in ("terminate",):
             return                    # (a replayed sequence may name a busy session)
         getattr(self, "op_" + op)(s, step)
+        # (whatever the step gave back: its waiters are granted)
+        self.grant_waiters()
         for x in self.model.sessions:
             for hk in [hk for hk, h in x.holds.items() if h.total() == 0 and hk not in x.stale_scope]:
                 del x.holds[hk]
         # (an event that came due while the step ran: waited out first)
         self.settle_events()
         self.check_view()
+        self.check_locks()
 
     def call(self, s, sql, params=None):
         """(result, error) of a statement of session s."""
@@ -717,7 +862,43 @@ class Harness:
             self.op_rollback(s, {})
 
     def lock_sql(self, call):
+        if call.get("raise"):
+            return self.raise_sql(call)
         fn = ("dlock_lock" if call["wait"] is not None else "dlock_try") + ("_xact" if call.get("xact") else "")
+        if "names" not in call and (call["mode"] == "u" or call.get("words") or call.get("bad")):
+            # the full form with the mode in words (1.7): the name as dlock_name
+            # (the positional forms for clients have no mode; the full one has
+            # timeout_ms and lease_ms)
+            args, params = ["%s::dlock_name"], [call["name"]]
+            if call["wait"] is not None:
+                if call.get("ms"):
+                    args.append("timeout_ms => %s")
+                    params.append(ms(call["wait"]))
+                else:
+                    args.append("timeout => %s::interval")
+                    params.append("%f s" % call["wait"])
+            args.append("mode => %s")
+            params.append(WORDS[call["mode"]])
+            if call.get("lease") is not None:
+                if call.get("ms"):
+                    args.append("lease_ms => %s")
+                    params.append(ms(call["lease"]))
+                else:
+                    args.append("lease => %s::interval")
+                    params.append("%f s" % call["lease"])
+            if call.get("info") is not None:
+                args.append("info => %s")
+                params.append(call["info"])
+            if call.get("permits"):
+                args.append("permits => %s")
+                params.append(call["permits"])
+            if call.get("bad") == "shared":
+                args.append("shared => true")        # contradicts the mode
+            elif call.get("bad") == "permits":
+                args.append("permits => 2")          # none in update mode
+            elif call["mode"] != "s" and call.get("words"):
+                args.append("shared => false")       # agrees
+            return "SELECT %s(%s)" % (fn, ", ".join(args)), params
         if call.get("ms") and "names" not in call:
             # the positional form for clients: every argument, durations in ms
             params = [call["name"]]
@@ -746,13 +927,27 @@ class Harness:
             params.append(call["permits"])
         return "SELECT %s(%s)" % (fn, ", ".join(args)), params
 
+    def raise_sql(self, call):
+        """dlock_raise(name, timeout, timeout_ms): wait None is the answer at
+        once (timeout 0), "nolimit" no timeout (NULL)."""
+        if call.get("nolimit"):
+            return "SELECT dlock_raise(%s)", [call["name"]]
+        wait = call["wait"] or 0
+        if call.get("ms"):
+            return "SELECT dlock_raise(%s, timeout_ms => %s)", [call["name"], ms(wait)]
+        return "SELECT dlock_raise(%s, %s::interval)", [call["name"], "%f s" % wait]
+
     def expect_lock(self, s, call):
         """What the model says a lock call answers: ('yes', permit), ('no', None),
         ('wait', position in the queue) or ('error', sqlstate)."""
         m = self.model
         name, mode = call["name"], call["mode"]
         key = self.keys[name]
-        hk = (name, "e" if mode == "x" else "s")
+        if call.get("bad"):
+            return ("error", "22023")     # refused before anything is looked at
+        if mode == "u":
+            return self.expect_update(s, call)
+        hk = (name, HK[mode])
         self.touch_ghost(s, hk)
         h = s.holds.get(hk)
         live = h is not None and h.total() > 0
@@ -780,6 +975,31 @@ class Harness:
             return ("no", None)
         return self.expect_sleep(s, key, sub, mode)
 
+    def expect_update(self, s, call):
+        """A lock call in update mode: the gate first (a try that does not get
+        it: no; a wait: in the gate's queue), then RowShareLock on the key (a
+        try, or a wait that times out, gives the gate back: no).  What the
+        wait answers: ('wait', (phase, position in that queue))."""
+        name = call["name"]
+        key = self.keys[name]
+        hk = (name, "u")
+        self.touch_ghost(s, hk)
+        h = s.holds.get(hk)
+        if h is not None and h.total() > 0:
+            return ("yes", 0)             # re-entry: both its locks again
+        waits = call["wait"] is not None
+        if s.lm_count(key, SUBID_GATE, "x") == 0 and not self.grantable_now(s, key, SUBID_GATE, "x"):
+            if not waits:
+                return ("no", None)
+            exp, pos = self.expect_sleep(s, key, SUBID_GATE, "x")
+            return ("wait", ("gate", pos)) if exp == "wait" else (exp, pos)
+        if s.lm_count(key, SUBID_KEY, "r") > 0 or self.grantable_now(s, key, SUBID_KEY, "r"):
+            return ("yes", 0)
+        if not waits:
+            return ("no", None)
+        exp, pos = self.expect_sleep(s, key, SUBID_KEY, "r")
+        return ("wait", ("key", pos)) if exp == "wait" else (exp, pos)
+
     def grantable_now(self, s, key, sub, mode):
         """Would a request that does not wait be granted?"""
         if self.model.free_for(s, key, sub, mode):
@@ -791,14 +1011,14 @@ class Harness:
         lock of the object a waiter wants goes ahead of that waiter, and is
         granted at once if nothing else is in its way."""
         m = self.model
-        held = [md for md in ("x", "s") if s.lm_count(key, sub, md) > 0]
+        held = [md for md in ("x", "s", "r") if s.lm_count(key, sub, md) > 0]
         others = any(conflicts(md, mode) for who, md in m.holders(key, sub, exclude=s))
         queue = m.queue.get((key, sub), [])
         if held:
             ahead = []
             for i, p in enumerate(queue):
                 if any(conflicts(p.mode, x) for x in held):
-                    p_held = [md for md in ("x", "s") if p.sess.lm_count(key, sub, md) > 0]
+                    p_held = [md for md in ("x", "s", "r") if p.sess.lm_count(key, sub, md) > 0]
                     if any(conflicts(mode, x) for x in p_held):
                         return ("error", "40P01")
                     if not any(conflicts(mode, a) for a in ahead) and not others:
@@ -841,6 +1061,8 @@ class Harness:
         if exp == "error":
             raise Violation("session %d: %s %r answered %r, the model expected error %s"
                             % (s.idx, sql, params, res, detail))
+        self.note("%s %s" % ("raise" if call.get("raise") else "lock " + call["mode"],
+                             "error" if err is not None else res))
         try:
             self.check_lock_answer(s, call, res, locks)
         except Violation as v:
@@ -875,12 +1097,23 @@ class Harness:
         m = self.model
         exp, detail = self.expect_lock(s, call)
         if exp != "wait" or (call.get("xact") and not s.in_block):
-            call = dict(call, wait=0.03)
+            call = dict(call, wait=0.03, nolimit=False)
             return self.op_lock(s, dict(step, call=call))
         key = self.keys[call["name"]]
         permits = call.get("permits") or 0
-        kind = "permit" if permits else "wait"
-        p = Pending(s, call, kind, key, SUBID_TURNSTILE if permits else SUBID_KEY, call["mode"])
+        if call["mode"] == "u":
+            # update mode: waits for the gate, or (the gate given at once)
+            # holds the gate and waits for RowShareLock on the key
+            phase, detail = detail
+            if phase == "gate":
+                p = Pending(s, call, "update", key, SUBID_GATE, "x")
+            else:
+                p = Pending(s, call, "update", key, SUBID_KEY, "r")
+                m.lm_add(s, key, SUBID_GATE, "x", call.get("xact"))
+                p.gate = True
+        else:
+            kind = "permit" if permits else "wait"
+            p = Pending(s, call, kind, key, SUBID_TURNSTILE if permits else SUBID_KEY, call["mode"])
         sql, params = self.lock_sql(call)
 
         def run():
@@ -892,10 +1125,11 @@ class Harness:
 
         p.thread = threading.Thread(target=run, daemon=True)
         s.pending = p
+        self.note("waits: %s" % ("raise" if call.get("raise") else "%s %s" % (p.kind, p.phase)))
         if permits:
             m.line.setdefault(key, []).append(p)
         else:
-            m.queue.setdefault((key, SUBID_KEY), []).insert(detail, p)
+            m.queue.setdefault((key, p.sub), []).insert(detail, p)
         p.thread.start()
         # it is waiting: in the lock manager's queue, or (first in line) asleep
         end = time.monotonic() + WAIT_SETTLE
@@ -939,13 +1173,18 @@ class Harness:
         for hk, h in list(s.holds.items()):
             if h.xact:
                 h.xact = []
+                h.raised = []
                 if h.total() == 0:
                     del s.holds[hk]
         for k, c in list(s.lm.items()):
             c[1] = []
+            c[2] = []         # (dlock gives a raise's session lock back)
         s.lm_tidy()
         s.in_block = False
         s.depth = 0
+        # (a ghost that went on as the hold while a transaction's lock was
+        # there: stale again)
+        self.behind_back(s)
         self.grant_waiters()
 
     # -- transaction control -------------------------------------------------------
@@ -993,11 +1232,14 @@ class Harness:
         d = s.depth
         for hk, h in list(s.holds.items()):
             h.xact = [x for x in h.xact if x < d]
+            h.raised = [x for x in h.raised if x < d]
             if h.total() == 0:
                 del s.holds[hk]
         for k, c in s.lm.items():
             c[1] = [x for x in c[1] if x < d]
+            c[2] = [x for x in c[2] if x < d]
         s.lm_tidy()
+        self.behind_back(s)
         # (the savepoint stays, as in PostgreSQL)
         self.grant_waiters()
 
@@ -1010,28 +1252,47 @@ class Harness:
         d = s.depth
         for h in s.holds.values():
             h.xact = [min(x, d - 1) for x in h.xact]
+            h.raised = [min(x, d - 1) for x in h.raised]
         for c in s.lm.values():
             c[1] = [min(x, d - 1) for x in c[1]]
+            c[2] = [min(x, d - 1) for x in c[2]]
         s.depth -= 1
 
     # -- releases ------------------------------------------------------------------
     def op_unlock(self, s, step):
         name, mode = step["name"], step["mode"]
-        key = self.keys[name]
-        hk = (name, "e" if mode == "x" else "s")
+        if mode == "u" or step.get("bad"):
+            return self.op_unlock_update(s, step)
+        hk = (name, HK[mode])
         self.touch_ghost(s, hk)
-        h = s.holds.get(hk)
-        sub = subid(h.permit) if h is not None else SUBID_KEY
         # (the name as dlock_name reaches the full form; as text, the positional one of 1.6)
         sql = ("SELECT dlock_unlock(%s::dlock_name, shared => %s)" if step.get("full")
                else "SELECT dlock_unlock(%s, shared => %s)")
-        res, err = self.call(s, sql, (name, mode == "s"))
+        params = (name, mode == "s")
+        if step.get("words"):
+            sql, params = "SELECT dlock_unlock(%s::dlock_name, mode => %s)", (name, WORDS[mode])
+        res, err = self.call(s, sql, params)
         if err is not None:
             raise Violation("dlock_unlock failed: %s" % err)
+        self.unlock_answered(s, name, mode, res, "dlock_unlock")
+
+    def unlock_answered(self, s, name, mode, res, what):
+        """dlock_unlock(name, mode) of exclusive or shared answered res (one
+        session hold released as pg_advisory_unlock would; false, with a
+        WARNING, where dlock records the name in this mode in the transaction
+        only: its lock is not the session's, and a raise's session lock is
+        dlock's to give back): checked, and into the model."""
+        key = self.keys[name]
+        hk = (name, HK[mode])
+        h = s.holds.get(hk)
+        sub = subid(h.permit) if h is not None else SUBID_KEY
         exp = s.lm.get((key, sub, mode), [0])[0] > 0
+        if h is not None and h.xact and h.nsession == 0 and \
+                not (hk in s.stale_scope and getattr(h, "stale_n", 0) > 0):
+            exp = False
         if res != exp:
-            raise Violation("session %d: dlock_unlock(%s, %s) answered %r, the model %r"
-                            % (s.idx, name, mode, res, exp))
+            raise Violation("session %d: %s(%s, %s) answered %r, the model %r"
+                            % (s.idx, what, name, mode, res, exp))
         if res:
             self.model.lm_release_session(s, key, sub, mode)
             if (h is not None and h.nsession == 0 and hk in s.stale_scope and
@@ -1047,6 +1308,7 @@ class Harness:
                     # dlock's count is above the lock manager's (a raw unlock
                     # took one): the rest of its session part is gone
                     self.lost_session_part(s, hk, h)
+            self.behind_back(s)
             self.grant_waiters()
         elif h is not None:
             h.nsession = 0    # dlock's record: not held at session level
@@ -1054,6 +1316,73 @@ class Harness:
             s.stale_scope.discard(hk)
             if h.total() == 0:
                 del s.holds[hk]
+
+    def op_unlock_update(self, s, step):
+        """dlock_unlock(name, mode => 'update'): one gate count given back, and
+        one RowShareLock count (src/locks.c release_update); false, with a
+        WARNING, where it holds no gate (or dlock no session hold of it)."""
+        name = step["name"]
+        key = self.keys[name]
+        hk = (name, "u")
+        if step.get("bad"):
+            res, err = self.call(s, "SELECT dlock_unlock(%s::dlock_name, shared => true, mode => 'update')",
+                                 (name,))
+            if err is None or err.pgcode != "22023":
+                raise Violation("session %d: dlock_unlock(%s, shared => true, mode => 'update'): %r %s"
+                                % (s.idx, name, res, err))
+            self.after_error(s)
+            return
+        # (a ghost whose locks the session holds again goes on as the hold: the same)
+        if hk in s.ghosts and self.ghost_active(s, hk):
+            self.touch_ghost(s, hk)
+        h = s.holds.get(hk)
+        g = s.ghosts.get(hk)
+        recorded = (h is not None and (h.nsession > 0 or (hk in s.stale_scope and getattr(h, "stale_n", 0) > 0))
+                    or g is not None)
+        sql = ("SELECT dlock_unlock(%s::dlock_name, shared => false, mode => 'update')" if step.get("full")
+               else "SELECT dlock_unlock(%s::dlock_name, mode => 'update')")
+        del s.conn.notices[:]
+        res, err = self.call(s, sql, (name,))
+        if err is not None:
+            raise Violation("dlock_unlock(%s, mode => 'update') failed: %s" % (name, err))
+        notices = s.conn.notices[:]
+        del s.conn.notices[:]
+        exp = s.lm.get((key, SUBID_GATE, "x"), [0])[0] > 0
+        if res != exp:
+            raise Violation("session %d: dlock_unlock(%s, mode => 'update') answered %r, the model %r"
+                            % (s.idx, name, res, exp))
+        if res:
+            self.model.lm_release_session(s, key, SUBID_GATE, "x")
+            self.model.lm_release_session(s, key, SUBID_KEY, "r")
+            if h is not None and h.nsession > 0:
+                h.nsession -= 1
+                if h.total() == 0:
+                    del s.holds[hk]
+            elif h is not None and hk in s.stale_scope and getattr(h, "stale_n", 0) > 0:
+                h.stale_n -= 1
+            elif g is not None:
+                g.n -= 1
+                if g.n == 0:
+                    del s.ghosts[hk]
+            self.behind_back(s)
+            self.grant_waiters()
+        else:
+            # (where the session holds the gate in the transaction only, and
+            # dlock still counts a session hold of it that went behind its
+            # back with its lease marker, the lock manager says it: its gate
+            # is not the session's)
+            words = ("update",) if s.lm_count(key, SUBID_GATE, "x") == 0 or \
+                (not recorded and hk not in s.stale_scope) else ("update", "ExclusiveLock")
+            if not any("you don't own a lock of type %s" % w in n for n in notices for w in words):
+                raise Violation("session %d: dlock_unlock(%s, mode => 'update') of no gate, without its "
+                                "WARNING: %r" % (s.idx, name, notices))
+            if h is not None:
+                h.nsession = 0    # dlock's record: not held at session level
+                h.stale_n = 0
+                s.stale_scope.discard(hk)
+                if h.total() == 0:
+                    del s.holds[hk]
+            s.ghosts.pop(hk, None)
 
     def op_unlock_all(self, s, step):
         for hk in list(s.ghosts):
@@ -1071,8 +1400,15 @@ class Harness:
             if h.nsession + stale == 0:
                 continue
             key, mode = self.keys[hk[0]], self.mode_of(hk)
-            c = s.lm.get((key, subid(h.permit), mode), [0, []])
+            c = s.lm.get((key, subid(h.permit), mode), [0, [], []])
             k = min(h.nsession + stale, c[0])
+            if hk[1] == "u":
+                # each hold: its gate, then its RowShareLock (src/locks.c
+                # release_update), where the session still has both
+                g = s.lm.get((key, SUBID_GATE, "x"), [0, [], []])
+                k = min(h.nsession + stale, g[0]) if s.lm_count(key, SUBID_KEY, "r") > 0 else 0
+                for _ in range(k):
+                    self.model.lm_release_session(s, key, SUBID_GATE, "x")
             for _ in range(k):
                 self.model.lm_release_session(s, key, subid(h.permit), mode)
             if k > 0:
@@ -1086,7 +1422,7 @@ class Harness:
         self.grant_waiters()
 
     def op_raw_lock(self, s, step):
-        name, mode = step["name"], step["mode"]
+        name, mode = step["name"], "x" if step["mode"] == "x" else "s"
         key = self.keys[name]
         fn = "pg_try_advisory_lock" + ("_shared" if mode == "s" else "")
         exp = s.lm_count(key, SUBID_KEY, mode) > 0 or self.grantable_now(s, key, SUBID_KEY, mode)
@@ -1099,7 +1435,7 @@ class Harness:
             self.model.lm_add(s, key, SUBID_KEY, mode, False)
 
     def op_raw_unlock(self, s, step):
-        name, mode = step["name"], step["mode"]
+        name, mode = step["name"], "x" if step["mode"] == "x" else "s"
         key = self.keys[name]
         fn = "pg_advisory_unlock" + ("_shared" if mode == "s" else "")
         exp = s.lm.get((key, SUBID_KEY, mode), [0])[0] > 0
@@ -1114,10 +1450,14 @@ class Harness:
             self.grant_waiters()
 
     def behind_back(self, s):
-        """dlock holds whose session part the lock manager no longer has."""
+        """dlock holds whose session part the lock manager no longer has (an
+        update hold's: its RowShareLock or its gate)."""
         for hk, h in list(s.holds.items()):
             key, mode = self.keys[hk[0]], self.mode_of(hk)
-            if h.nsession > 0 and s.lm.get((key, subid(h.permit), mode), [0])[0] == 0:
+            gone = s.lm.get((key, subid(h.permit), mode), [0])[0] == 0
+            if hk[1] == "u":
+                gone = gone or s.lm.get((key, SUBID_GATE, "x"), [0])[0] == 0
+            if h.nsession > 0 and gone:
                 self.lost_session_part(s, hk, h)
 
     def op_raw_unlock_all(self, s, step):
@@ -1147,10 +1487,89 @@ class Harness:
         run_sql(self.obs, "SELECT pg_terminate_backend(%s, 5000)", (s.pid,))
         self.end_session(s, "terminated")
 
+    # -- update mode: raise, lower ------------------------------------------------------
+    def op_raise(self, s, step):
+        """dlock_raise: an exclusive hold of the name taken over the session's
+        update hold, as dlock_lock(name, timeout) takes one, in session scope
+        if the update hold has session holds, else in the transaction."""
+        name = step["name"]
+        # (it looks at every record of the name: src/entries.c dlock_entries_held)
+        for md in ("e", "u", "s"):
+            self.touch_ghost(s, (name, md))
+        hk = (name, "u")
+        h = s.holds.get(hk)
+        call = {"name": name, "mode": "x", "wait": step.get("wait"), "raise": True,
+                "ms": step.get("ms", False), "nolimit": step.get("nolimit", False)}
+        if h is None or h.total() == 0:
+            if call["nolimit"]:
+                call["wait"] = 0
+            sql, params = self.raise_sql(call)
+            res, err = self.call(s, sql, params)
+            if err is None or err.pgcode != "55000":
+                raise Violation("session %d: %s %r without an update hold: %r %s" % (s.idx, sql, params, res, err))
+            self.after_error(s)
+            return
+        stale = getattr(h, "stale_n", 0) if hk in s.stale_scope else 0
+        call["xact"] = h.nsession + stale == 0
+        if call["xact"]:
+            self.note("raise in a transaction")
+        self.op_lock(s, dict(step, call=call))
+
+    def op_lower(self, s, step):
+        """dlock_lower: one exclusive hold of the name released (a session one
+        as dlock_unlock, else the latest raise in the transaction), where the
+        session holds the name in update mode."""
+        name = step["name"]
+        key = self.keys[name]
+        for md in ("e", "u", "s"):
+            self.touch_ghost(s, (name, md))
+        hu = s.holds.get((name, "u"))
+        del s.conn.notices[:]
+        res, err = self.call(s, "SELECT dlock_lower(%s)", (name,))
+        if hu is None or hu.total() == 0:
+            if err is None or err.pgcode != "55000":
+                raise Violation("session %d: dlock_lower(%s) without an update hold: %r %s" % (s.idx, name, res, err))
+            self.after_error(s)
+            return
+        if err is not None:
+            raise Violation("session %d: dlock_lower(%s) failed: %s" % (s.idx, name, err))
+        hk = (name, "e")
+        h = s.holds.get(hk)
+        stale = getattr(h, "stale_n", 0) if h is not None and hk in s.stale_scope else 0
+        ustale = getattr(hu, "stale_n", 0) if (name, "u") in s.stale_scope else 0
+        # in the scope of the update hold, as dlock_raise raised it
+        if hu.nsession + ustale > 0:
+            if h is not None and h.nsession + stale > 0:
+                self.unlock_answered(s, name, "x", res, "dlock_lower")
+                return
+        elif h is not None and h.raised:
+            # the latest raise in the transaction (of the innermost
+            # subtransaction), given back at once: a later ROLLBACK TO does
+            # not bring it back.  (A dlock_lock_xact of the name is not a
+            # raise: it ends with its transaction.)
+            if res is not True:
+                raise Violation("session %d: dlock_lower(%s) of a raise in a transaction answered %r"
+                                % (s.idx, name, res))
+            self.note("lower a raise in a transaction")
+            d = max(h.raised)
+            h.raised.remove(d)
+            h.xact.remove(d)
+            c = s.lm[(key, SUBID_KEY, "x")]
+            c[2].remove(d)
+            if h.total() == 0:
+                del s.holds[hk]
+            s.lm_tidy()
+            self.behind_back(s)
+            self.grant_waiters()
+            return
+        if res is not False or not any("is not raised" in n for n in s.conn.notices):
+            raise Violation("session %d: dlock_lower(%s) of no exclusive hold answered %r (notices %r)"
+                            % (s.idx, name, res, s.conn.notices))
+
     # -- leases, tokens ----------------------------------------------------------------
     def op_renew(self, s, step):
         name = step["name"]
-        for md in ("e", "s"):
+        for md in ("e", "u", "s"):
             self.touch_ghost(s, (name, md))
         live = [(hk, h) for hk, h in s.holds.items() if hk[0] == name and h.total() > 0]
         lease = step["lease"]
@@ -1173,9 +1592,11 @@ class Harness:
 
     def op_token(self, s, step):
         name = step["name"]
-        for md in ("e", "s"):
+        for md in ("e", "u", "s"):
             self.touch_ghost(s, (name, md))
-        live = [(hk, h) for hk, h in s.holds.items() if hk[0] == name and h.total() > 0]
+        # the exclusive hold's token first, then the update hold's, then the shared one's
+        live = [((name, md), s.holds[(name, md)]) for md in ("e", "u", "s")
+                if (name, md) in s.holds and s.holds[(name, md)].total() > 0]
         res, err = self.call(s, "SELECT dlock_token(%s)", (name,))
         if not live:
             if err is None or err.pgcode != "55000":
@@ -1186,8 +1607,9 @@ class Harness:
         if err is not None:
             raise Violation("session %d: dlock_token(%s) failed: %s" % (s.idx, name, err))
         toks = [h.token for _, h in live]
-        if res not in toks:
-            raise Violation("session %d: dlock_token(%s) = %r, the model %r" % (s.idx, name, res, toks))
+        if res != toks[0] and toks[0] is not None:
+            raise Violation("session %d: dlock_token(%s) = %r, the model %r (exclusive, update, shared: %r)"
+                            % (s.idx, name, res, toks[0], toks))
 
     # -- several names -----------------------------------------------------------------
     def op_many(self, s, step):
@@ -1426,13 +1848,18 @@ class Harness:
         sess = [x for x in m.sessions if x.pending is None and not x.in_block and
                 not any(hk[0] == name and h.total() > 0 for hk, h in x.holds.items()) and
                 not any(hk[0] == name for hk in x.ghosts) and
-                x.lm_count(key, SUBID_KEY, "x") == 0 and x.lm_count(key, SUBID_KEY, "s") == 0]
+                x.lm_count(key, SUBID_KEY, "x") == 0 and x.lm_count(key, SUBID_KEY, "s") == 0 and
+                x.lm_count(key, SUBID_GATE, "x") == 0]
         if len(sess) < 2:
             return
         permits = call.get("permits") or 0
         if permits:
             free = 0 if m.in_line(key) else sum(
                 1 for p in range(1, permits + 1) if m.free_for(None, key, subid(p), "x"))
+        elif call["mode"] == "u":
+            # one gets the gate, if the key is free to share: the others are told no
+            free = 1 if (m.free_for(None, key, SUBID_GATE, "x") and
+                         m.free_for(None, key, SUBID_KEY, "r")) else 0
         else:
             free = 1 if m.free_for(None, key, SUBID_KEY, call["mode"]) else 0
             if call["mode"] == "s" and free:
@@ -1498,10 +1925,41 @@ def pick_names(dbid):
 # ---------------------------------------------------------------------------
 # Random steps.
 
+def out_of_model(h, step):
+    """Steps the model does not follow.  A raise in a transaction is a session
+    lock in the lock manager (dlock gives it back at the end of its
+    (sub)transaction): pg_advisory_unlock and pg_advisory_unlock_all would
+    release it behind dlock's back, and so would a dlock_unlock,
+    dlock_unlock_all or dlock_lower of the name's session holds where a raw
+    unlock left dlock's count of them above the lock manager's."""
+    s = h.model.sessions[step["s"]] if "s" in step else None
+    if s is None or not s.raised():
+        return False
+    if step["op"] == "raw_unlock_all" or (step["op"] == "raw_unlock" and step["mode"] == "x"):
+        return True
+
+    def short(name):
+        # dlock's count of the name's exclusive session holds above the lock
+        # manager's, beside a raise
+        c = s.lm.get((h.keys[name], SUBID_KEY, "x"), [0, [], []])
+        x = s.holds.get((name, "e"))
+        n = 0 if x is None else x.nsession + (getattr(x, "stale_n", 0) if (name, "e") in s.stale_scope else 0)
+        return bool(c[2]) and c[0] < n
+    if step["op"] in ("unlock", "lower") and step.get("mode", "x") == "x":
+        return short(step["name"])
+    if step["op"] == "unlock_many" and step["mode"] == "x":
+        return any(short(n) for n in step["names"])
+    if step["op"] == "unlock_all":
+        return any(short(n) for n in h.names)
+    return False
+
+
 def random_step(rng, h):
     """A step of the kinds --ops allows (all by default)."""
     for _ in range(200):
         step = any_step(rng, h)
+        if out_of_model(h, step):
+            continue
         if not ARGS.ops or step["op"] in ARGS.ops.split(","):
             return step
     return {"op": "unlock_all", "s": rng.choice([s for s in h.model.sessions if s.pending is None] or
@@ -1515,7 +1973,8 @@ def any_step(rng, h):
         return {"op": "unlock_all", "s": rng.choice(m.sessions).idx}
     s = rng.choice(idle)
     name = rng.choice(h.names)
-    mode = "s" if rng.random() < 0.25 and not ARGS.semaphores_only else "x"
+    rm = rng.random()
+    mode = "x" if ARGS.semaphores_only else "s" if rm < 0.22 else "u" if rm < 0.38 else "x"
     r = rng.random()
 
     def lock_call(wait):
@@ -1526,7 +1985,7 @@ def any_step(rng, h):
         if rng.random() < 0.15:
             lease = SHORT_LEASE if rng.random() < 0.4 else LONG_LEASE
         xact = rng.random() < 0.35
-        hk = (name, "e" if mode == "x" else "s")
+        hk = (name, HK[mode])
         short = hk in s.holds and s.holds[hk].lease is not None and s.holds[hk].lease - time.time() < 60
         if xact and short:
             xact = False      # a transaction's hold under a short lease: the reaper's
@@ -1537,10 +1996,63 @@ def any_step(rng, h):
             # a transaction's short lease (a cancel), and one that starts when
             # a wait left in the queue ends, are not in the model
             lease = LONG_LEASE
-        return {"name": name, "mode": mode, "wait": wait, "permits": permits, "lease": lease,
+        call = {"name": name, "mode": mode, "wait": wait, "permits": permits, "lease": lease,
                 "xact": xact, "info": "i%d" % rng.randrange(9) if rng.random() < 0.1 else None,
                 "ms": rng.random() < 0.3}
+        if mode != "u" and rng.random() < 0.1:
+            call["words"] = True          # mode => 'exclusive' / 'shared'
+        if mode == "u" and rng.random() < 0.05:
+            call["bad"] = rng.choice(["shared", "permits"])
+        return call
 
+    def for_xact(call):
+        # (as lock_call has it: not under a short lease)
+        if not (hk_short((call["name"], HK[call["mode"]])) or call["lease"] == SHORT_LEASE):
+            call["xact"] = True
+        return call
+
+    def hk_short(hk):
+        return hk in s.holds and s.holds[hk].lease is not None and s.holds[hk].lease - time.time() < 60
+
+    if r < 0.08:
+        # raise and lower, mostly by a session of a name it holds in update mode
+        held = [(x, hk[0]) for x in idle for hk, hd in x.holds.items() if hk[1] == "u" and hd.total() > 0]
+        nm = name
+        if rng.random() < 0.5:
+            # in a transaction, of a transaction's update hold: a transaction
+            # block begun, an update hold taken in it, raised and lowered
+            inb = [x for x in idle if x.in_block]
+            if not inb:
+                return {"op": "begin", "s": s.idx}
+            s = rng.choice(inb)
+            mine = [hk[0] for hk, hd in s.holds.items() if hk[1] == "u" and hd.xact and not hd.nsession]
+            if not mine:
+                mode = "u"
+                return {"op": "lock", "s": s.idx, "call": for_xact(lock_call(rng.choice([None, None, 0.03])))}
+            held = [(s, rng.choice(mine))]
+        if held and rng.random() < 0.9:
+            # (a session in a transaction block first: its raises are the transaction's)
+            s, nm = rng.choice([x for x in held if x[0].in_block] if rng.random() < 0.5 and
+                               any(x[0].in_block for x in held) else held)
+        elif not held and rng.random() < 0.7:
+            # (none to raise: one taken first, in a transaction block mostly
+            # for the transaction, where a raise is a transaction's too)
+            mode = "u"
+            call = lock_call(rng.choice([None, None, 0.03]))
+            if s.in_block and rng.random() < 0.6:
+                for_xact(call)
+            return {"op": "lock", "s": s.idx, "call": call}
+        # (a name raised lowered more often than raised again)
+        raised = (nm, "e") in s.holds and s.holds[(nm, "e")].total() > 0
+        if rng.random() < (0.3 if raised else 0.75):
+            wait = rng.choice([None, 0.03, 0.03, 60.0])
+            if wait == 60.0 and sum(1 for x in m.sessions if x.pending is not None) >= 2:
+                wait = 0.03
+            if wait is not None and would_deadlock(h, s, nm, "x"):
+                wait = None
+            return {"op": "raise", "s": s.idx, "name": nm, "wait": wait,
+                    "nolimit": wait == 60.0 and rng.random() < 0.5, "ms": rng.random() < 0.3}
+        return {"op": "lower", "s": s.idx, "name": nm}
     if r < 0.30:
         return {"op": "lock", "s": s.idx, "call": lock_call(None)}
     if r < 0.44:
@@ -1551,13 +2063,22 @@ def any_step(rng, h):
             call["wait"] = None
         return {"op": "lock", "s": s.idx, "call": call}
     if r < 0.54:
-        return {"op": "unlock", "s": s.idx, "name": name, "mode": mode, "full": rng.random() < 0.3}
+        step = {"op": "unlock", "s": s.idx, "name": name, "mode": mode, "full": rng.random() < 0.3}
+        if mode == "u" and rng.random() < 0.05:
+            step["bad"] = True            # shared => true, mode => 'update'
+        elif mode != "u" and rng.random() < 0.1:
+            step["words"] = True
+        return step
     if r < 0.56:
         return {"op": "unlock_all", "s": s.idx}
     if r < 0.60:
         return {"op": rng.choice(["begin", "begin", "commit", "rollback"]), "s": s.idx}
     if r < 0.63:
         return {"op": rng.choice(["savepoint", "rollback_to", "release_sp"]), "s": s.idx}
+    if mode == "u" and r < 0.89:
+        # pg_advisory_unlock_shared / _lock_shared next to update holds (which
+        # they do not reach); the text[] forms and detached locks have no mode
+        mode = "s" if r < 0.69 else "x"
     if r < 0.66:
         return {"op": "raw_lock", "s": s.idx, "name": name, "mode": mode}
     if r < 0.69:
@@ -1584,6 +2105,7 @@ def any_step(rng, h):
         call = lock_call(rng.choice([None, 0.03]))
         call["names"] = names
         call["permits"] = None
+        call.pop("bad", None)
         if any((n, "e" if mode == "x" else "s") in s.holds and
                s.holds[(n, "e" if mode == "x" else "s")].lease is not None for n in names):
             call["xact"] = False
@@ -1623,15 +2145,20 @@ def any_step(rng, h):
     call = lock_call(None)
     call["xact"] = False
     call["lease"] = None
+    call.pop("bad", None)
     if call["permits"] is None and rng.random() < 0.6:
         call["permits"] = 3
         call["mode"] = "x"
     return {"op": "burst", "s": s.idx, "call": call}
 
 
-def waits_for(h, sess, key, mode, permits, pending=None):
+
+def waits_for(h, sess, key, mode, permits, pending=None, sub=SUBID_KEY):
     """Whom a request of sess (for name key in mode, or a permit of 1..permits)
-    waits for: the holders it conflicts with, and those ahead of it."""
+    waits for: the holders it conflicts with, and those ahead of it.  An
+    update request (mode "u") waits for the gate, and then for RowShareLock on
+    the key: for whoever holds the gate or waits for it ahead, and (it may
+    come to) for every exclusive holder and waiter of the key."""
     m = h.model
     out = set()
     if permits:
@@ -1642,11 +2169,24 @@ def waits_for(h, sess, key, mode, permits, pending=None):
             if q is pending:
                 break
             out.add(q.sess)
-    else:
+    elif mode == "u":
+        for who, md in m.holders(key, SUBID_GATE, exclude=sess):
+            out.add(who)
+        for q in m.queue.get((key, SUBID_GATE), []):
+            if q is pending:
+                break
+            out.add(q.sess)
         for who, md in m.holders(key, SUBID_KEY, exclude=sess):
-            if conflicts(md, mode):
+            if md == "x":
                 out.add(who)
         for q in m.queue.get((key, SUBID_KEY), []):
+            if q.mode == "x":
+                out.add(q.sess)
+    else:
+        for who, md in m.holders(key, sub, exclude=sess):
+            if conflicts(md, mode):
+                out.add(who)
+        for q in m.queue.get((key, sub), []):
             if q is pending:
                 break
             if q.sess is not sess and conflicts(q.mode, mode):
@@ -1654,6 +2194,14 @@ def waits_for(h, sess, key, mode, permits, pending=None):
     out.discard("H")                  # the lock holder waits for nobody
     out.discard(sess)
     return out
+
+
+def pending_waits_for(h, x):
+    """Whom x's call waiting in a queue waits for."""
+    p = x.pending
+    if p.kind == "update" and p.phase == "gate":
+        return waits_for(h, x, p.key, "u", 0, pending=p)
+    return waits_for(h, x, p.key, p.mode, p.call.get("permits") or 0, pending=p, sub=p.sub)
 
 
 def would_deadlock(h, s, name, mode, permits=0):
@@ -1672,16 +2220,14 @@ def would_deadlock(h, s, name, mode, permits=0):
         if x in seen:
             continue
         seen.add(x)
-        p = x.pending
-        if p is None:
+        if x.pending is None:
             continue
-        todo.extend(waits_for(h, x, p.key, p.mode, p.call.get("permits") or 0, pending=p))
+        todo.extend(pending_waits_for(h, x))
     # and nobody that waits already may come to wait for s through the queue
     # s joins (a request that goes ahead of a waiter): s waits for none of them
     for x in m.sessions:
         if x.pending is not None and x is not s:
-            p = x.pending
-            if s in waits_for(h, x, p.key, p.mode, p.call.get("permits") or 0, pending=p):
+            if s in pending_waits_for(h, x):
                 # s holds what x wants; if s now waits for something x holds, or
                 # for x ahead of it: a circle
                 if x in waits_for(h, s, key, mode, permits) or x in seen:
@@ -1851,6 +2397,9 @@ def main():
         log, v, h = run_sequence(sd, ARGS.steps, seconds=None if ARGS.steps else per)
         n = len([s for s in log if not s["op"].startswith("(")])
         total_steps += n
+        if ARGS.verbose:
+            print("# seed %d: %s" % (sd, ", ".join("%s %d" % (k, c) for k, c in sorted(h.counts.items())
+                                                  if k != "tokens")), flush=True)
         if v is None:
             continue
         failed += 1

@@ -737,6 +737,30 @@ class SemWorker(threading.Thread):
             # go on from a clean session all the same
             self.x("SELECT pg_advisory_unlock_all()")
 
+    def enter(self, permit):
+        """The inside lock of permit, once nobody else who holds the permit
+        has it.  A transaction that held the permit in transaction scope
+        gives back the permit and its inside lock at its commit, in the lock
+        manager's order: the next holder of the permit may find the inside
+        lock still held, for a moment, by a process that no longer holds the
+        permit (descheduled between the two under load).  Only a holder of
+        the inside lock that still holds the permit is a second holder."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            if self.x("SELECT pg_try_advisory_xact_lock(%s, %s)", (SEM_INSIDE_KEY, permit)) is True:
+                return True
+            others = self.x(
+                "SELECT count(*) FROM pg_locks i JOIN pg_locks p ON p.pid = i.pid "
+                " WHERE i.locktype = 'advisory' AND i.objsubid = 2 AND i.granted "
+                "   AND i.classid = %s AND i.objid = %s AND i.pid <> pg_backend_pid() "
+                "   AND p.locktype = 'advisory' AND p.granted AND p.objsubid = %s "
+                "   AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "   AND (p.classid::bigint << 32 | p.objid::bigint) = dlock_key(%s)",
+                (SEM_INSIDE_KEY, permit, SEM_SUBIDS[permit], SEM))
+            if others or time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+
     def inside(self, permit):
         """The hold's row in sem_inside, for as long as the hold lasts (the
         caller's transaction).  Its constraints make a permit outside 1..3 or
@@ -746,7 +770,7 @@ class SemWorker(threading.Thread):
         two-integer key space (objsubid 2, never one of dlock's) while it is
         inside.  (A wait of the INSERT itself is no sign: it may wait for the
         table's extension or a vacuum's truncation.)"""
-        if self.x("SELECT pg_try_advisory_xact_lock(%s, %s)", (SEM_INSIDE_KEY, permit)) is not True:
+        if not self.enter(permit):
             sem_violation("permit %d of pid %d: another transaction is inside with it"
                           % (permit, self.pid))
             raise psycopg2.errors.UniqueViolation("permit %d taken twice" % permit)

@@ -879,19 +879,7 @@ class Harness:
                     params.append("%f s" % call["wait"])
             args.append("mode => %s")
             params.append(WORDS[call["mode"]])
-            if call.get("lease") is not None:
-                if call.get("ms"):
-                    args.append("lease_ms => %s")
-                    params.append(ms(call["lease"]))
-                else:
-                    args.append("lease => %s::interval")
-                    params.append("%f s" % call["lease"])
-            if call.get("info") is not None:
-                args.append("info => %s")
-                params.append(call["info"])
-            if call.get("permits"):
-                args.append("permits => %s")
-                params.append(call["permits"])
+            self.hold_args(call, args, params, call.get("ms"))
             if call.get("bad") == "shared":
                 args.append("shared => true")        # contradicts the mode
             elif call.get("bad") == "permits":
@@ -916,16 +904,21 @@ class Harness:
             params.append("%f s" % call["wait"])
         if call["mode"] == "s":
             args.append("shared => true")
+        self.hold_args(call, args, params, False)
+        return "SELECT %s(%s)" % (fn, ", ".join(args)), params
+
+    @staticmethod
+    def hold_args(call, args, params, lease_ms):
+        """The named lease (or lease_ms), info and permits of a lock call."""
         if call.get("lease") is not None:
-            args.append("lease => %s::interval")
-            params.append("%f s" % call["lease"])
+            args.append("lease_ms => %s" if lease_ms else "lease => %s::interval")
+            params.append(ms(call["lease"]) if lease_ms else "%f s" % call["lease"])
         if call.get("info") is not None:
             args.append("info => %s")
             params.append(call["info"])
         if call.get("permits"):
             args.append("permits => %s")
             params.append(call["permits"])
-        return "SELECT %s(%s)" % (fn, ", ".join(args)), params
 
     def raise_sql(self, call):
         """dlock_raise(name, timeout, timeout_ms): wait None is the answer at
